@@ -1,0 +1,1 @@
+print("beacon-bench arrives with issue 3")

@@ -1,0 +1,36 @@
+// swift-tools-version:6.0
+//
+// Beacon: durable, ordered analytics events for Swift services on Linux.
+// Zero package dependencies: only the Swift toolchain (stdlib, Foundation, Dispatch,
+// Synchronization, Glibc) and the system zlib.
+import PackageDescription
+
+let package = Package(
+    name: "Beacon",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "BeaconLog", targets: ["BeaconLog"]),
+        .library(name: "Beacon", targets: ["Beacon"]),
+        .library(name: "BeaconTesting", targets: ["BeaconTesting"]),
+        .executable(name: "beacon", targets: ["BeaconCLI"]),
+        .executable(name: "beacon-bench", targets: ["BeaconBenchmarks"]),
+    ],
+    targets: [
+        .target(name: "BeaconLog"),
+        .systemLibrary(name: "CZlib", path: "Sources/CZlib"),
+        .target(name: "Beacon", dependencies: ["BeaconLog", "CZlib"]),
+        .target(name: "BeaconTesting", dependencies: ["Beacon", "BeaconLog", "CZlib"]),
+        .executableTarget(name: "BeaconCLI", dependencies: ["Beacon", "BeaconLog", "BeaconTesting"]),
+        .executableTarget(
+            name: "BeaconBenchmarks",
+            dependencies: ["Beacon", "BeaconLog", "BeaconTesting"],
+            path: "Benchmarks/BeaconBenchmarks"
+        ),
+        // A child process for crash tests: the tests start it and kill it with SIGKILL.
+        .executableTarget(name: "beacon-test-child", dependencies: ["Beacon", "BeaconLog", "BeaconTesting"], path: "Tests/Child"),
+        .testTarget(name: "BeaconLogTests", dependencies: ["BeaconLog", "beacon-test-child"]),
+        .testTarget(name: "BeaconTests", dependencies: ["Beacon", "BeaconLog", "BeaconTesting", "beacon-test-child"]),
+        .testTarget(name: "BeaconCLITests", dependencies: ["BeaconLog", "BeaconCLI"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,2 @@
+// The tracker lands here (issue 4).
+@_exported import BeaconLog

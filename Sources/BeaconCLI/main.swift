@@ -1,0 +1,1 @@
+print("beacon: the command-line tool arrives with issue 3")

@@ -1,0 +1,61 @@
+extension BeaconLog {
+    /// When an appended record becomes durable (fsynced). See the README for loss windows.
+    public enum Durability: Sendable, Equatable {
+        /// Every `append` returns only after its record is fsynced. Concurrent appends share one fsync.
+        case everyRecord
+        /// Group commit: one `write` and one fsync per `records` appends or per `interval`, whichever
+        /// comes first. A power loss can lose at most that window; a process crash loses only records
+        /// not yet written (at most the same window).
+        case batched(records: Int, interval: Duration)
+        /// No fsync while appending: bytes are written when 64 KiB are buffered or every 10 ms, and
+        /// fsynced on segment roll, `sync()` and `close()`.
+        case none
+
+        /// 100 records or 10 ms, whichever comes first.
+        public static let `default` = Durability.batched(records: 100, interval: .milliseconds(10))
+    }
+
+    /// What happens when the log's files would exceed `maxBytes`.
+    public enum QuotaPolicy: Sendable, Equatable {
+        /// Delete the oldest segment (pending records in it are counted as dropped, reason `"quota"`).
+        case dropOldest
+        /// Refuse new records with `BeaconLogError.Code.quotaExceeded` (counted as refused).
+        case rejectNew
+    }
+
+    /// What this instance may do, and which `flock` locks it takes.
+    public enum Access: Sendable, Equatable {
+        /// Append, read and acknowledge: takes `writer.lock` and `reader.lock`.
+        case readWrite
+        /// Append only: takes `writer.lock`; another process may read and acknowledge.
+        case write
+        /// Read and acknowledge only: takes `reader.lock`; another process may append.
+        case read
+        /// Read without acknowledging, taking no lock (inspection tools).
+        case readOnly
+    }
+
+    /// How to open a log. Every property has a documented default.
+    public struct Configuration: Sendable {
+        /// The log directory. Created (mode 0700) if missing.
+        public var directory: String
+        /// Which locks to take and what the instance may do. Default `.readWrite`.
+        public var access: Access = .readWrite
+        /// When appended records become durable. Default: 100 records or 10 ms.
+        public var durability: Durability = .default
+        /// A segment is sealed and a new one started once it would grow past this size. Default 8 MiB.
+        public var segmentBytes: Int = 8 << 20
+        /// The most disk space the segments may use. Default 256 MiB.
+        public var maxBytes: Int64 = 256 << 20
+        /// What to do when `maxBytes` is reached. Default `.dropOldest`.
+        public var quotaPolicy: QuotaPolicy = .dropOldest
+        /// The largest record `append` accepts, in bytes of event JSON. Default 1 MiB.
+        public var maxRecordBytes: Int = 1 << 20
+        /// The file-operation seam; tests replace it to inject failures.
+        package var fileSystem: any FileSystem = SystemFileSystem()
+
+        public init(directory: String) {
+            self.directory = directory
+        }
+    }
+}

@@ -1,0 +1,237 @@
+import Foundation
+import Glibc
+
+/// An open file of the log: a Foundation `FileHandle` plus the path it was opened from, for errors.
+package final class LogFile: @unchecked Sendable {
+    package let handle: FileHandle
+    package let path: String
+    package var descriptor: Int32 { handle.fileDescriptor }
+
+    package init(handle: FileHandle, path: String) {
+        self.handle = handle
+        self.path = path
+    }
+}
+
+/// How a file is opened.
+package enum OpenMode: Sendable {
+    /// Read only.
+    case read
+    /// Read and write; the file must exist.
+    case readWrite
+    /// Create a new file (mode 0600) for reading and writing; fails if it exists.
+    case createNew
+    /// Create the file (mode 0600) if missing, for reading and writing.
+    case createOrOpen
+}
+
+/// Every file operation the log performs goes through this seam, so tests can inject `ENOSPC`,
+/// `EIO` from fsync and short writes (see `FaultyFileSystem` in the tests), after the manner of
+/// swift-system's `Internals/Syscalls.swift`. All errors are thrown as ``BeaconLogError`` with the
+/// path and `errno`.
+package protocol FileSystem: Sendable {
+    /// `open(2)`, retried on `EINTR`, wrapped in a `FileHandle`.
+    func open(_ path: String, _ mode: OpenMode) throws -> LogFile
+    /// Writes all of `bytes` at the file's current offset (`FileHandle.write(contentsOf:)`, i.e. `write(2)` until done).
+    func write(_ file: LogFile, _ bytes: UnsafeRawBufferPointer) throws
+    /// Writes all of `bytes` at `offset` (`pwrite(2)`), not moving the file offset.
+    func write(_ file: LogFile, _ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws
+    /// Reads up to `buffer.count` bytes at `offset` (`pread(2)`); returns the count, 0 at the end.
+    func read(_ file: LogFile, into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws -> Int
+    /// Makes the file's data durable: `FileHandle.synchronize()`, which is `fsync(2)`.
+    func sync(_ file: LogFile) throws
+    /// Cuts the file to `size` bytes and moves the file offset there (`ftruncate(2)` + `lseek(2)`).
+    func truncate(_ file: LogFile, to size: UInt64) throws
+    /// The file's size (`fstat(2)`).
+    func size(_ file: LogFile) throws -> UInt64
+    /// Closes the file.
+    func close(_ file: LogFile)
+    /// Takes a `flock(2)` lock without waiting; returns false if another open file description holds it.
+    func tryLock(_ file: LogFile) throws -> Bool
+    /// `rename(2)`.
+    func rename(_ from: String, to: String) throws
+    /// `unlink(2)`; a missing file is not an error.
+    func remove(_ path: String) throws
+    /// `fsync(2)` on the directory, making created, renamed and removed entries durable.
+    func syncDirectory(_ path: String) throws
+    /// The names in a directory (`readdir(3)`).
+    func list(_ directory: String) throws -> [String]
+    /// The size of the file at `path` (`stat(2)`), or nil if it does not exist.
+    func fileSize(_ path: String) throws -> UInt64?
+    /// Creates the directory (and parents) with mode 0700 if missing.
+    func makeDirectory(_ path: String) throws
+}
+
+/// The real file system: Foundation `FileHandle` for writes and fsync, Glibc for the rest.
+package struct SystemFileSystem: FileSystem {
+    package init() {}
+
+    package func open(_ path: String, _ mode: OpenMode) throws -> LogFile {
+        let flags: Int32
+        switch mode {
+        case .read: flags = O_RDONLY
+        case .readWrite: flags = O_RDWR
+        case .createNew: flags = O_RDWR | O_CREAT | O_EXCL
+        case .createOrOpen: flags = O_RDWR | O_CREAT
+        }
+        let fd = try retryingEINTR(path: path, "open") { Glibc.open(path, flags | O_CLOEXEC, 0o600) }
+        if mode == .readWrite || mode == .createOrOpen || mode == .createNew {
+            _ = lseek(fd, 0, SEEK_END)
+        }
+        return LogFile(handle: FileHandle(fileDescriptor: fd, closeOnDealloc: true), path: path)
+    }
+
+    package func write(_ file: LogFile, _ bytes: UnsafeRawBufferPointer) throws {
+        do {
+            try file.handle.write(contentsOf: bytes)
+        } catch {
+            throw BeaconLogError.fromFoundation(error, path: file.path, operation: "write")
+        }
+    }
+
+    package func write(_ file: LogFile, _ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws {
+        var done = 0
+        while done < bytes.count {
+            let n = try retryingEINTR(path: file.path, "pwrite") {
+                Glibc.pwrite(file.descriptor, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
+            }
+            done += n
+        }
+    }
+
+    package func read(_ file: LogFile, into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws -> Int {
+        try retryingEINTR(path: file.path, "pread") {
+            Glibc.pread(file.descriptor, buffer.baseAddress, buffer.count, off_t(offset))
+        }
+    }
+
+    package func sync(_ file: LogFile) throws {
+        do {
+            try file.handle.synchronize()
+        } catch {
+            throw BeaconLogError.fromFoundation(error, path: file.path, operation: "fsync")
+        }
+    }
+
+    package func truncate(_ file: LogFile, to size: UInt64) throws {
+        _ = try retryingEINTR(path: file.path, "ftruncate") { ftruncate(file.descriptor, off_t(size)) }
+        _ = lseek(file.descriptor, off_t(size), SEEK_SET)
+    }
+
+    package func size(_ file: LogFile) throws -> UInt64 {
+        var st = stat()
+        _ = try retryingEINTR(path: file.path, "fstat") { fstat(file.descriptor, &st) }
+        return UInt64(st.st_size)
+    }
+
+    package func close(_ file: LogFile) {
+        try? file.handle.close()
+    }
+
+    package func tryLock(_ file: LogFile) throws -> Bool {
+        while true {
+            if flock(file.descriptor, LOCK_EX | LOCK_NB) == 0 { return true }
+            let e = errno
+            if e == EINTR { continue }
+            if e == EWOULDBLOCK { return false }
+            throw BeaconLogError.system(e, path: file.path, operation: "flock")
+        }
+    }
+
+    package func rename(_ from: String, to: String) throws {
+        _ = try retryingEINTR(path: from, "rename") { Glibc.rename(from, to) }
+    }
+
+    package func remove(_ path: String) throws {
+        if unlink(path) != 0 && errno != ENOENT {
+            throw BeaconLogError.system(errno, path: path, operation: "unlink")
+        }
+    }
+
+    package func syncDirectory(_ path: String) throws {
+        let fd = try retryingEINTR(path: path, "open") { Glibc.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+        defer { Glibc.close(fd) }
+        _ = try retryingEINTR(path: path, "fsync") { fsync(fd) }
+    }
+
+    package func list(_ directory: String) throws -> [String] {
+        guard let dir = opendir(directory) else {
+            throw BeaconLogError.system(errno, path: directory, operation: "opendir")
+        }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
+    package func fileSize(_ path: String) throws -> UInt64? {
+        var st = stat()
+        if stat(path, &st) != 0 {
+            if errno == ENOENT { return nil }
+            throw BeaconLogError.system(errno, path: path, operation: "stat")
+        }
+        return UInt64(st.st_size)
+    }
+
+    package func makeDirectory(_ path: String) throws {
+        var st = stat()
+        if stat(path, &st) == 0 {
+            guard (st.st_mode & S_IFMT) == S_IFDIR else {
+                throw BeaconLogError(.invalidArgument, "the log path exists but is not a directory; choose another path", path: path)
+            }
+            return
+        }
+        let parent = (path as NSString).deletingLastPathComponent
+        if !parent.isEmpty && parent != path && parent != "/" { try makeDirectory(parent) }
+        if mkdir(path, 0o700) != 0 && errno != EEXIST {
+            throw BeaconLogError.system(errno, path: path, operation: "mkdir")
+        }
+    }
+}
+
+/// Runs a system call, retrying on `EINTR`; a negative result becomes a ``BeaconLogError``.
+@inline(__always)
+package func retryingEINTR<T: BinaryInteger>(path: String, _ operation: String, _ call: () -> T) throws -> T {
+    while true {
+        let result = call()
+        if result >= 0 { return result }
+        let e = errno
+        if e == EINTR { continue }
+        throw BeaconLogError.system(e, path: path, operation: operation)
+    }
+}
+
+extension BeaconLogError {
+    /// An error for a failed system call, with advice that fits the `errno`.
+    package static func system(_ e: Int32, path: String, operation: String) -> BeaconLogError {
+        switch e {
+        case ENOSPC, EDQUOT:
+            return BeaconLogError(.diskFull, "\(operation) failed: the file system is full; free space, then append again (nothing written was lost)", path: path, errno: e)
+        case EACCES, EPERM:
+            return BeaconLogError(.io, "\(operation) failed: permission denied; the log directory must be owned by this user (mode 0700)", path: path, errno: e)
+        case EIO:
+            return BeaconLogError(.io, "\(operation) failed with an I/O error; the disk may be failing, check the kernel log (dmesg)", path: path, errno: e)
+        default:
+            return BeaconLogError(.io, "\(operation) failed", path: path, errno: e)
+        }
+    }
+
+    /// Maps an error thrown by `FileHandle` to a ``BeaconLogError``, keeping the `errno` when Foundation has it.
+    package static func fromFoundation(_ error: any Error, path: String, operation: String) -> BeaconLogError {
+        if let mine = error as? BeaconLogError { return mine }
+        let ns = error as NSError
+        if ns.domain == NSPOSIXErrorDomain { return system(Int32(ns.code), path: path, operation: operation) }
+        if let underlying = ns.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain {
+            return system(Int32(underlying.code), path: path, operation: operation)
+        }
+        if ns.domain == NSCocoaErrorDomain && ns.code == CocoaError.fileWriteOutOfSpace.rawValue {
+            return system(ENOSPC, path: path, operation: operation)
+        }
+        return BeaconLogError(.io, "\(operation) failed: \(error)", path: path, errno: EIO)
+    }
+}

@@ -1,0 +1,42 @@
+/// Counters and sizes of a log, as seen by this `BeaconLog` instance.
+///
+/// Counters named "this session" start at zero when the log is opened; the rest describe the
+/// directory.
+public struct LogStats: Sendable, Equatable {
+    /// Records appended through this instance (this session).
+    public var appendedRecords: UInt64 = 0
+    /// Event bytes appended through this instance (this session).
+    public var appendedBytes: UInt64 = 0
+    /// Records appended this session that are durable (fsynced).
+    public var durableRecords: UInt64 = 0
+    /// Records acknowledged through this instance (this session).
+    public var acknowledgedRecords: UInt64 = 0
+    /// Records between the checkpoint and the end of the log (corrupt or dropped ones may make this an upper bound).
+    public var pendingRecords: UInt64 = 0
+    /// Bytes on disk between the checkpoint and the end of the log, framing included.
+    public var pendingBytes: UInt64 = 0
+    /// Number of segment files.
+    public var segments: Int = 0
+    /// Bytes used by segment files.
+    public var diskBytes: UInt64 = 0
+    /// Records removed without delivery, by reason (`"quota"`; the tracker adds its own reasons).
+    public var dropped: [String: UInt64] = [:]
+    /// Records refused by append, by reason (`"quota"`, `"tooLarge"`, `"invalid"`).
+    public var refused: [String: UInt64] = [:]
+    /// Corrupt records passed over while reading (bad checksum, broken line, bad sequence).
+    public var skippedCorrupt: UInt64 = 0
+    /// Invalid bytes removed from the tail of the newest segment when the log was opened.
+    public var truncatedBytes: UInt64 = 0
+    /// What the checkpoint recovery did when the log was opened, if it was not clean (else nil).
+    public var checkpointRecovery: String?
+    /// The sequence number the next appended record will get.
+    public var nextSeq: UInt64 = 0
+    /// The sequence number of the last acknowledged record, or nil if none was ever acknowledged.
+    public var acknowledgedSeq: UInt64?
+    /// The sequence number of the last durable record, or nil if none.
+    public var durableSeq: UInt64?
+    /// The last error the log ran into, for diagnostics.
+    public var lastError: String?
+
+    public init() {}
+}
