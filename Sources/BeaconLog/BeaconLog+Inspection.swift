@@ -1,3 +1,5 @@
+import Glibc
+
 extension BeaconLog {
     /// The two `flock` locks of a log directory.
     public enum LockKind: String, Sendable {
@@ -10,16 +12,94 @@ extension BeaconLog {
     /// The pid of the process holding `kind`'s lock on `directory`, or nil when it is free.
     ///
     /// Probes the lock with `flock(LOCK_EX | LOCK_NB)` on a separate open file description and
-    /// releases it at once; the pid is the one the holder wrote into the lock file.
-    public static func lockHolder(_ kind: LockKind, directory: String) -> Int32? { fatalError("not yet") }
+    /// releases it at once; the pid is the one the holder wrote into the lock file. A holder that
+    /// wrote no pid is reported as pid 0.
+    public static func lockHolder(_ kind: LockKind, directory: String) -> Int32? {
+        let fs = SystemFileSystem()
+        let path = directory + "/" + kind.rawValue + ".lock"
+        guard (try? fs.fileSize(path)) ?? nil != nil, let file = try? fs.open(path, .read) else { return nil }
+        defer { fs.close(file) }
+        if (try? fs.tryLock(file)) == true { return nil }
+        return DirectoryLock.readPID(file, fileSystem: fs) ?? 0
+    }
 
     /// Reads every record of every segment and the checkpoint, taking no lock, and lists each
     /// problem with its file, byte offset and reason. A clean log has no problems.
-    public static func verify(directory: String) throws -> VerifyReport { fatalError("not yet") }
+    ///
+    /// Checks each record's framing and CRC-32C, that sequence numbers increase by one, and that
+    /// the checkpoint has a valid slot naming an existing segment and a record boundary. An
+    /// incomplete last line of the newest segment is reported too (a torn write, or a write in
+    /// progress by a live writer).
+    public static func verify(directory: String) throws -> VerifyReport {
+        let fs = SystemFileSystem()
+        guard try fs.fileSize(directory) != nil else {
+            throw BeaconLogError(.invalidArgument, "there is no log directory here; check the path", path: directory)
+        }
+        let numbers = try fs.list(directory).compactMap(SegmentName.parse).sorted()
+        var problems: [VerifyReport.Problem] = []
+        var records = 0
+        var previousSeq: UInt64?
+        var segments: [SegmentInfo] = []
+        for (index, number) in numbers.enumerated() {
+            let name = SegmentName.fileName(number)
+            guard let file = try? fs.open(directory + "/" + name, .read) else { continue }
+            defer { fs.close(file) }
+            let bytes = try Recovery.readAll(file, fs: fs)
+            segments.append(SegmentInfo(number: number, size: UInt64(bytes.count)))
+            var end = 0
+            bytes.withUnsafeBytes { raw in
+                Recovery.forEachLine(raw) { range, parsed in
+                    end = range.upperBound + 1
+                    switch parsed {
+                    case .record(let seq, _):
+                        records += 1
+                        if let previousSeq, seq != previousSeq + 1 {
+                            let what = seq <= previousSeq ? "repeats or goes back from" : "skips ahead from"
+                            problems.append(.init(file: name, offset: UInt64(range.lowerBound), reason: "seq \(seq) \(what) \(previousSeq) (records \(previousSeq + 1)..<\(seq) are missing or were rewritten)"))
+                        }
+                        previousSeq = seq
+                    case .corrupt(let reason):
+                        problems.append(.init(file: name, offset: UInt64(range.lowerBound), reason: reason))
+                    }
+                }
+            }
+            if end < bytes.count {
+                let tail = bytes[end...]
+                let what = tail.allSatisfy { $0 == 0 } ? "\(tail.count) zero bytes" : "an incomplete record of \(tail.count) bytes"
+                let newest = index == numbers.count - 1
+                problems.append(.init(file: name, offset: UInt64(end), reason: "\(what) at the end (\(newest ? "a torn write, or a write in progress; the next writer cuts it off" : "a torn write in a sealed segment"))"))
+            }
+        }
+        var checkpoint: LogPosition?
+        let cpPath = directory + "/" + Checkpoint.fileName
+        if let size = try fs.fileSize(cpPath) {
+            let file = try fs.open(cpPath, .read)
+            defer { fs.close(file) }
+            let bytes = try Recovery.readAll(file, fs: fs)
+            let decoded = Checkpoint.decode(file: bytes)
+            if let cp = decoded.checkpoint {
+                checkpoint = cp.position
+                if !segments.isEmpty {
+                    let (resolved, note) = try Recovery.resolve(cp.position, segments: segments, directory: directory, fs: fs)
+                    if let note {
+                        problems.append(.init(file: Checkpoint.fileName, offset: nil, reason: note))
+                        checkpoint = resolved
+                    }
+                }
+            } else {
+                problems.append(.init(file: Checkpoint.fileName, offset: nil, reason: "no valid slot in \(size) bytes; the reader will deliver again from the oldest segment"))
+            }
+        }
+        return VerifyReport(problems: problems, records: records, segments: numbers.count, checkpoint: checkpoint)
+    }
 
     /// The start of the oldest segment still on disk: read from here to see acknowledged records
     /// that have not been deleted yet (`beacon cat --all`).
-    public var oldestPosition: LogPosition { fatalError("not yet") }
+    public var oldestPosition: LogPosition {
+        state.withLock { s in
+            LogPosition(segment: s.segments.first?.number ?? s.tailSegment, offset: 0, seq: 0)
+        }
+    }
 }
 
 /// The result of ``BeaconLog/verify(directory:)``.

@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import Synchronization
 
@@ -14,64 +15,152 @@ import Synchronization
 /// let batch = try log.read(maxRecords: 50)
 /// try log.acknowledge(through: batch.end)
 /// ```
+///
+/// All methods are thread-safe. Appends are serialised into one user-space buffer and written with
+/// one `write(2)` per group commit; reads and acknowledgements are serialised among themselves.
 public final class BeaconLog: Sendable {
+    let config: Configuration
+    let fs: any FileSystem
+    let directory: String
+    /// This instance holds the writer lock and appends.
+    let canWrite: Bool
+    /// This instance holds the reader lock and may acknowledge.
+    let canAcknowledge: Bool
+    let locks: Mutex<[DirectoryLock]>
+    let state: Mutex<State>
+    let writerIO: Mutex<WriterIO>
+    let readerIO: Mutex<ReaderIO>
+    let flushQueue = DispatchQueue(label: "beacon.log.flush")
+
     /// Opens (or creates) the log in `configuration.directory`, recovering it after an unclean stop.
     ///
     /// Takes the `flock` locks that `configuration.access` calls for; throws
     /// ``BeaconLogError/Code/locked`` naming the holder's pid if another instance holds one.
     /// Opening reads only the checkpoint and the newest segment, so it costs the same with a
     /// gigabyte pending as with nothing.
-    public init(configuration: Configuration) throws { fatalError("not yet") }
+    public init(configuration: Configuration) throws {
+        let fs = configuration.fileSystem
+        var directory = configuration.directory
+        while directory.count > 1 && directory.hasSuffix("/") { directory.removeLast() }
+        guard !directory.isEmpty else {
+            throw BeaconLogError(.invalidArgument, "the log directory path is empty; pass a directory such as /var/lib/app/beacon")
+        }
+        guard configuration.segmentBytes >= 4096 else {
+            throw BeaconLogError(.invalidArgument, "segmentBytes is \(configuration.segmentBytes); use at least 4096", path: directory)
+        }
+        guard configuration.maxBytes >= 2 * Int64(configuration.segmentBytes) else {
+            throw BeaconLogError(.invalidArgument, "maxBytes (\(configuration.maxBytes)) must be at least two segments (2 × segmentBytes = \(2 * configuration.segmentBytes)) so that the oldest segment can be dropped while the newest is written", path: directory)
+        }
+        guard configuration.maxRecordBytes > 0 else {
+            throw BeaconLogError(.invalidArgument, "maxRecordBytes must be positive", path: directory)
+        }
+        if case .batched(let records, let interval) = configuration.durability {
+            guard records > 0, interval > .zero else {
+                throw BeaconLogError(.invalidArgument, "durability .batched needs records > 0 and interval > 0", path: directory)
+            }
+        }
+        self.config = configuration
+        self.fs = fs
+        self.directory = directory
+        let access = configuration.access
+        self.canWrite = access == .readWrite || access == .write
+        self.canAcknowledge = access == .readWrite || access == .read
+
+        if access == .readOnly {
+            guard try fs.fileSize(directory) != nil else {
+                throw BeaconLogError(.invalidArgument, "there is no log directory here; check the path", path: directory)
+            }
+        } else {
+            try fs.makeDirectory(directory)
+        }
+        var held: [DirectoryLock] = []
+        do {
+            if canWrite { held.append(try DirectoryLock.acquire(.writer, directory: directory, fileSystem: fs)) }
+            if canAcknowledge { held.append(try DirectoryLock.acquire(.reader, directory: directory, fileSystem: fs)) }
+        } catch {
+            for lock in held { lock.release(fileSystem: fs) }
+            throw error
+        }
+        self.locks = Mutex(held)
+        do {
+            let recovered = try Recovery.open(directory: directory, fs: fs, canWrite: canWrite, canAcknowledge: canAcknowledge)
+            self.state = Mutex(recovered.state)
+            self.writerIO = Mutex(WriterIO())
+            self.readerIO = Mutex(ReaderIO(generation: recovered.generation))
+        } catch {
+            for lock in held { lock.release(fileSystem: fs) }
+            throw error
+        }
+    }
 
     /// Opens (or creates) the log in `directory` with the default configuration.
     public convenience init(directory: String) throws {
         try self.init(configuration: Configuration(directory: directory))
     }
 
+    deinit {
+        try? close()
+    }
+
     /// The configuration the log was opened with.
-    public var configuration: Configuration { fatalError("not yet") }
-
-    /// Appends one record, the UTF-8 bytes of one JSON value, and returns its sequence number.
-    ///
-    /// The record must not be empty, must not contain a raw newline and must not be larger than
-    /// `maxRecordBytes`. It is durable when this returns under `.everyRecord`, and at the next group
-    /// commit otherwise (see ``sync()``).
-    @discardableResult
-    public func append(_ record: some Collection<UInt8>) throws -> UInt64 { fatalError("not yet") }
-
-    /// Appends one record given as a JSON string.
-    @discardableResult
-    public func append(_ record: String) throws -> UInt64 { try append(record.utf8) }
-
-    /// Appends several records in order with at most one group commit; returns their sequence numbers.
-    ///
-    /// Either every record is accepted or none is (an invalid record is reported before any is written).
-    @discardableResult
-    public func append(contentsOf records: [[UInt8]]) throws -> Range<UInt64> { fatalError("not yet") }
-
-    /// Writes and fsyncs everything appended so far. Returns when it is durable.
-    public func sync() throws { fatalError("not yet") }
-
-    /// Reads up to `maxRecords` records (and about `maxBytes` of event bytes, at least one record)
-    /// starting at `position`, or at the checkpoint when `position` is nil. Never moves the checkpoint.
-    ///
-    /// Returns an empty batch when nothing is pending. Corrupt records are passed over and counted.
-    public func read(from position: LogPosition? = nil, maxRecords: Int = 50, maxBytes: Int = 1 << 20) throws -> LogBatch { fatalError("not yet") }
-
-    /// Advances the checkpoint to `position` (normally `batch.end`) durably, then deletes segments
-    /// that are wholly acknowledged.
-    ///
-    /// Makes the acknowledged records durable first if they are not yet, so the checkpoint never
-    /// points past synced data. Acknowledging a position at or before the checkpoint does nothing.
-    public func acknowledge(through position: LogPosition) throws { fatalError("not yet") }
+    public var configuration: Configuration { config }
 
     /// The acknowledged position: where the next ``read(from:maxRecords:maxBytes:)`` starts.
-    public var checkpoint: LogPosition { fatalError("not yet") }
+    public var checkpoint: LogPosition { state.withLock { $0.checkpoint } }
 
     /// Counters and sizes.
-    public var stats: LogStats { fatalError("not yet") }
+    public var stats: LogStats {
+        state.withLock { s in
+            var stats = s.stats
+            stats.segments = s.segments.count
+            stats.diskBytes = s.diskBytes
+            stats.nextSeq = s.nextSeq
+            stats.pendingRecords = s.nextSeq > s.checkpoint.seq ? s.nextSeq - s.checkpoint.seq : 0
+            var pendingBytes: UInt64 = UInt64(s.bufferedBytes)
+            for segment in s.segments where segment.number >= s.checkpoint.segment {
+                pendingBytes += segment.number == s.checkpoint.segment ? segment.size - min(segment.size, s.checkpoint.offset) : segment.size
+            }
+            stats.pendingBytes = pendingBytes
+            stats.acknowledgedSeq = s.checkpoint.seq > 0 ? s.checkpoint.seq - 1 : nil
+            return stats
+        }
+    }
 
     /// Writes and fsyncs what is pending, releases the locks and closes the files. Later calls throw
     /// ``BeaconLogError/Code/closed``. Closing twice does nothing.
-    public func close() throws { fatalError("not yet") }
+    public func close() throws {
+        let alreadyClosed = state.withLock { $0.closed }
+        if alreadyClosed { return }
+        var firstError: (any Error)?
+        if canWrite {
+            do { try commit(sync: true) } catch { firstError = error }
+        }
+        state.withLock { $0.closed = true }
+        writerIO.withLock { io in
+            if let file = io.file { fs.close(file) }
+            io.file = nil
+        }
+        readerIO.withLock { io in
+            if let file = io.checkpointFile { fs.close(file) }
+            io.checkpointFile = nil
+            if let file = io.readFile { fs.close(file.file) }
+            io.readFile = nil
+            io.cache = nil
+        }
+        locks.withLock { held in
+            for lock in held { lock.release(fileSystem: fs) }
+            held = []
+        }
+        if let firstError { throw firstError }
+    }
+
+    func path(ofSegment number: UInt64) -> String {
+        directory + "/" + SegmentName.fileName(number)
+    }
+
+    /// Throws if the log is closed or failed.
+    func checkUsable(_ s: State) throws {
+        if s.closed { throw BeaconLogError(.closed, "the log is closed; open it again to use it", path: directory) }
+        if let failure = s.failure { throw failure }
+    }
 }

@@ -40,6 +40,9 @@ package protocol FileSystem: Sendable {
     func read(_ file: LogFile, into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws -> Int
     /// Makes the file's data durable: `FileHandle.synchronize()`, which is `fsync(2)`.
     func sync(_ file: LogFile) throws
+    /// Makes the file's data durable without forcing unrelated metadata (`fdatasync(2)`): used for
+    /// the in-place checkpoint slot, whose size never changes. Defaults to ``sync(_:)``.
+    func syncData(_ file: LogFile) throws
     /// Cuts the file to `size` bytes and moves the file offset there (`ftruncate(2)` + `lseek(2)`).
     func truncate(_ file: LogFile, to size: UInt64) throws
     /// The file's size (`fstat(2)`).
@@ -60,6 +63,10 @@ package protocol FileSystem: Sendable {
     func fileSize(_ path: String) throws -> UInt64?
     /// Creates the directory (and parents) with mode 0700 if missing.
     func makeDirectory(_ path: String) throws
+}
+
+extension FileSystem {
+    package func syncData(_ file: LogFile) throws { try sync(file) }
 }
 
 /// The real file system: Foundation `FileHandle` for writes and fsync, Glibc for the rest.
@@ -111,6 +118,10 @@ package struct SystemFileSystem: FileSystem {
         } catch {
             throw BeaconLogError.fromFoundation(error, path: file.path, operation: "fsync")
         }
+    }
+
+    package func syncData(_ file: LogFile) throws {
+        _ = try retryingEINTR(path: file.path, "fdatasync") { fdatasync(file.descriptor) }
     }
 
     package func truncate(_ file: LogFile, to size: UInt64) throws {

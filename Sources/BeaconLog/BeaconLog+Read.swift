@@ -1,0 +1,272 @@
+import Glibc
+
+extension BeaconLog {
+    /// How much is read ahead from a segment at once.
+    static let readAhead = 256 * 1024
+
+    /// Reads up to `maxRecords` records (and about `maxBytes` of event bytes, at least one record)
+    /// starting at `position`, or at the checkpoint when `position` is nil. Never moves the checkpoint.
+    ///
+    /// Returns an empty batch when nothing is pending. Corrupt records are passed over and counted;
+    /// a record whose sequence number is lower than one already read (a copy left by a rewrite
+    /// after a failed fsync) is passed over silently. Records are read from the file system as soon
+    /// as they are written, before they are durable; ``acknowledge(through:)`` makes them durable
+    /// first.
+    public func read(from position: LogPosition? = nil, maxRecords: Int = 50, maxBytes: Int = 1 << 20) throws -> LogBatch {
+        precondition(maxRecords > 0, "maxRecords must be positive")
+        let start = try state.withLock { s -> LogPosition in
+            try checkUsable(s)
+            return position ?? s.checkpoint
+        }
+        return try readerIO.withLock { io in
+            var pos = start
+            var records: [ArraySlice<UInt8>] = []
+            var seqs: [UInt64] = []
+            records.reserveCapacity(min(maxRecords, 1024))
+            seqs.reserveCapacity(min(maxRecords, 1024))
+            var bytes = 0
+            var skipped = 0
+            while records.count < maxRecords && (records.isEmpty || bytes < maxBytes) {
+                guard let limit = try readableLimit(ofSegment: pos.segment, io: &io), pos.offset < limit else {
+                    guard let next = try segment(after: pos.segment) else { break }
+                    pos = LogPosition(segment: next, offset: 0, seq: pos.seq)
+                    continue
+                }
+                guard let (cache, line) = try line(at: pos, limit: limit, io: &io) else {
+                    // An incomplete last line: a write in progress in the newest segment, or a torn
+                    // tail in a sealed one, whose remaining bytes are then passed over.
+                    guard let next = try segment(after: pos.segment) else { break }
+                    skipped += countCorrupt(at: pos)
+                    pos = LogPosition(segment: next, offset: 0, seq: pos.seq)
+                    continue
+                }
+                let lineEnd = cache.start + UInt64(line.upperBound) + 1
+                let parsed = cache.bytes.withUnsafeBytes { Frame.parse($0, line: line) }
+                switch parsed {
+                case .record(let seq, let event):
+                    if seq >= pos.seq {
+                        records.append(cache.bytes[event])
+                        seqs.append(seq)
+                        bytes += event.count
+                        pos = LogPosition(segment: pos.segment, offset: lineEnd, seq: seq + 1)
+                    } else {
+                        pos.offset = lineEnd
+                    }
+                case .corrupt:
+                    skipped += countCorrupt(at: pos)
+                    pos.offset = lineEnd
+                }
+            }
+            return LogBatch(records: records, seqs: seqs, start: start, end: pos, skippedCorrupt: skipped)
+        }
+    }
+
+    /// Counts a corrupt record once, however often it is read again.
+    func countCorrupt(at position: LogPosition) -> Int {
+        state.withLock { s in
+            if let counted = s.corruptCountedThrough, position <= counted { return 1 }
+            s.corruptCountedThrough = position
+            s.stats.skippedCorrupt += 1
+            return 1
+        }
+    }
+
+    /// How far segment `number` may be read: what the writer in this process has written, or the
+    /// file's size when another process writes. Nil if the segment does not exist.
+    func readableLimit(ofSegment number: UInt64, io: inout ReaderIO) throws -> UInt64? {
+        if canWrite {
+            return state.withLock { s in s.segments.first { $0.number == number }?.size }
+        }
+        if io.readFile?.segment != number {
+            if let old = io.readFile { fs.close(old.file) }
+            io.readFile = nil
+            do {
+                io.readFile = (number, try fs.open(path(ofSegment: number), .read))
+            } catch let error as BeaconLogError where error.errno == ENOENT {
+                return nil
+            }
+        }
+        return try fs.size(io.readFile!.file)
+    }
+
+    /// The next segment after `number`, or nil if `number` is the newest.
+    func segment(after number: UInt64) throws -> UInt64? {
+        if !canWrite { try refreshSegments() }
+        return state.withLock { s in s.segments.first { $0.number > number }?.number }
+    }
+
+    /// Lists the directory again when another process appends (it may have rolled or deleted segments).
+    func refreshSegments() throws {
+        var segments: [SegmentInfo] = []
+        for number in try fs.list(directory).compactMap(SegmentName.parse).sorted() {
+            if let size = try fs.fileSize(path(ofSegment: number)) {
+                segments.append(SegmentInfo(number: number, size: size))
+            }
+        }
+        state.withLock { s in
+            s.segments = segments
+            if let newest = segments.last, newest.number >= s.written.segment {
+                s.written = LogPosition(segment: newest.number, offset: newest.size, seq: s.written.seq)
+            }
+        }
+    }
+
+    /// The line starting at `position` (ending before `limit`), from the read-ahead cache, refilled
+    /// as needed. Nil if no complete line starts there yet.
+    func line(at position: LogPosition, limit: UInt64, io: inout ReaderIO) throws -> (ReadCache, Range<Int>)? {
+        if let cache = io.cache, cache.segment == position.segment, position.offset >= cache.start,
+           position.offset < cache.start + UInt64(cache.bytes.count) {
+            let from = Int(position.offset - cache.start)
+            let upTo = Int(min(UInt64(cache.bytes.count), limit - cache.start))
+            if let newline = Self.newline(in: cache.bytes, from: from, upTo: upTo) { return (cache, from..<newline) }
+            if cache.start + UInt64(cache.bytes.count) >= limit { return nil }
+        }
+        // Refill from `position`, growing until a whole line fits or the readable data ends.
+        var want = Self.readAhead
+        while true {
+            let count = Int(min(UInt64(want), limit - position.offset))
+            if count <= 0 { return nil }
+            if io.readFile?.segment != position.segment {
+                if let old = io.readFile { fs.close(old.file) }
+                io.readFile = nil
+                io.readFile = (position.segment, try fs.open(path(ofSegment: position.segment), .read))
+            }
+            let file = io.readFile!.file
+            var failure: (any Error)?
+            let bytes = [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+                var done = 0
+                do {
+                    while done < count {
+                        let n = try fs.read(file, into: UnsafeMutableRawBufferPointer(rebasing: UnsafeMutableRawBufferPointer(buffer)[done..<count]), at: position.offset + UInt64(done))
+                        if n == 0 { break }
+                        done += n
+                    }
+                } catch {
+                    failure = error
+                }
+                initialized = done
+            }
+            if let failure { throw failure }
+            let cache = ReadCache(segment: position.segment, start: position.offset, bytes: bytes)
+            io.cache = cache
+            if let newline = Self.newline(in: bytes, from: 0, upTo: bytes.count) { return (cache, 0..<newline) }
+            if bytes.count < count || position.offset + UInt64(count) >= limit { return nil }
+            want *= 4
+        }
+    }
+
+    static func newline(in bytes: [UInt8], from: Int, upTo: Int) -> Int? {
+        guard from < upTo else { return nil }
+        return bytes.withUnsafeBytes { raw -> Int? in
+            guard let hit = memchr(raw.baseAddress! + from, 0x0A, upTo - from) else { return nil }
+            return raw.baseAddress!.distance(to: UnsafeRawPointer(hit))
+        }
+    }
+
+    /// Advances the checkpoint to `position` (normally `batch.end`) durably, then deletes segments
+    /// that are wholly acknowledged.
+    ///
+    /// Makes the acknowledged records durable first if they are not yet, so the checkpoint never
+    /// points past synced data. Acknowledging a position at or before the checkpoint does nothing.
+    /// The checkpoint is written in place (`pwrite`) into the slot of its generation and made
+    /// durable with `fdatasync`; segments are deleted only after that.
+    public func acknowledge(through position: LogPosition) throws {
+        guard canAcknowledge else {
+            throw BeaconLogError(.invalidArgument, "this log was opened without the reader lock (access \(config.access)); open it with .readWrite or .read to acknowledge", path: directory)
+        }
+        let (current, written, durable) = try state.withLock { s in
+            try checkUsable(s)
+            return (s.checkpoint, s.written, s.durable)
+        }
+        if position <= current { return }
+        if canWrite {
+            if position > written {
+                throw BeaconLogError(.invalidArgument, "cannot acknowledge \(position): the log ends at \(written); acknowledge a batch's end", path: directory)
+            }
+            if position > durable { try sync() }
+        } else {
+            // Another process writes: make sure what we acknowledge is on disk (fsync works on a read-only descriptor).
+            for number in current.segment...position.segment {
+                guard let file = try? fs.open(path(ofSegment: number), .read) else { continue }
+                defer { fs.close(file) }
+                try fs.sync(file)
+            }
+        }
+        try readerIO.withLock { io in
+            if position <= state.withLock({ $0.checkpoint }) { return }
+            try writeCheckpoint(position, io: &io)
+            try deleteAcknowledgedSegments(io: &io)
+        }
+    }
+
+    /// Writes `position` into the next checkpoint slot and makes it durable, then publishes it.
+    func writeCheckpoint(_ position: LogPosition, io: inout ReaderIO) throws {
+        let path = directory + "/" + Checkpoint.fileName
+        if io.checkpointFile == nil {
+            if try fs.fileSize(path) == Checkpoint.fileSize.asUInt64 {
+                io.checkpointFile = try fs.open(path, .readWrite)
+            } else {
+                // First checkpoint (or a damaged file): create it whole with tmp + fsync + rename + directory fsync.
+                let tmp = path + ".tmp"
+                try? fs.remove(tmp)
+                let file = try fs.open(tmp, .createNew)
+                var bytes = Checkpoint(generation: io.generation + 1, position: position).encodedSlot()
+                bytes.append(contentsOf: [UInt8](repeating: 0, count: Checkpoint.slotSize))
+                if (io.generation + 1) % 2 == 1 { bytes = Array(bytes[Checkpoint.slotSize...] + bytes[..<Checkpoint.slotSize]) }
+                do {
+                    try bytes.withUnsafeBytes { try fs.write(file, $0, at: 0) }
+                    try fs.sync(file)
+                    try fs.rename(tmp, to: path)
+                    try fs.syncDirectory(directory)
+                } catch {
+                    fs.close(file)
+                    throw error
+                }
+                io.checkpointFile = file
+                io.generation += 1
+                publish(position)
+                return
+            }
+        }
+        let generation = io.generation + 1
+        let slot = Checkpoint(generation: generation, position: position).encodedSlot()
+        try slot.withUnsafeBytes { try fs.write(io.checkpointFile!, $0, at: UInt64(Int(generation % 2) * Checkpoint.slotSize)) }
+        try fs.syncData(io.checkpointFile!)
+        io.generation = generation
+        publish(position)
+    }
+
+    func publish(_ position: LogPosition) {
+        state.withLock { s in
+            if position.seq > s.checkpoint.seq { s.stats.acknowledgedRecords += position.seq - s.checkpoint.seq }
+            s.checkpoint = position
+        }
+    }
+
+    /// Deletes segments the checkpoint has passed (never the newest one), then fsyncs the directory.
+    func deleteAcknowledgedSegments(io: inout ReaderIO) throws {
+        if !canWrite { try refreshSegments() }
+        let doomed = state.withLock { s -> [UInt64] in
+            guard let newest = s.segments.last?.number else { return [] }
+            return s.segments.filter { seg in
+                seg.number != newest && seg.number != s.tailSegment
+                    && (seg.number < s.checkpoint.segment || (seg.number == s.checkpoint.segment && s.checkpoint.offset >= seg.size && s.written.segment > seg.number))
+            }.map(\.number)
+        }
+        guard !doomed.isEmpty else { return }
+        for number in doomed {
+            if io.readFile?.segment == number, let file = io.readFile?.file {
+                fs.close(file)
+                io.readFile = nil
+            }
+            if io.cache?.segment == number { io.cache = nil }
+            try fs.remove(path(ofSegment: number))
+        }
+        try fs.syncDirectory(directory)
+        state.withLock { s in s.segments.removeAll { doomed.contains($0.number) } }
+    }
+}
+
+extension Int {
+    var asUInt64: UInt64 { UInt64(self) }
+}

@@ -1,0 +1,39 @@
+import Foundation
+import Glibc
+
+/// An exclusive `flock(2)` on `<dir>/writer.lock` or `<dir>/reader.lock`, held while the file stays open.
+///
+/// The holder writes its pid into the file so that a refused process can say who holds it.
+package struct DirectoryLock: Sendable {
+    package let file: LogFile
+
+    /// Takes the lock or throws `.locked` naming the holder's pid.
+    package static func acquire(_ kind: BeaconLog.LockKind, directory: String, fileSystem: any FileSystem) throws -> DirectoryLock {
+        let path = directory + "/" + kind.rawValue + ".lock"
+        let file = try fileSystem.open(path, .createOrOpen)
+        guard try fileSystem.tryLock(file) else {
+            let pid = readPID(file, fileSystem: fileSystem)
+            fileSystem.close(file)
+            let holder = pid.map { "process \($0)" } ?? "another process"
+            throw BeaconLogError(
+                .locked,
+                "the log directory's \(kind.rawValue) lock is held by \(holder); only one \(kind.rawValue) may use a directory at a time. Stop the other process or use another directory",
+                path: path, lockHolderPID: pid)
+        }
+        try fileSystem.truncate(file, to: 0)
+        let text = Array("\(getpid())\n".utf8)
+        try text.withUnsafeBytes { try fileSystem.write(file, $0, at: 0) }
+        return DirectoryLock(file: file)
+    }
+
+    package static func readPID(_ file: LogFile, fileSystem: any FileSystem) -> Int32? {
+        var bytes = [UInt8](repeating: 0, count: 32)
+        let n = (try? bytes.withUnsafeMutableBytes { try fileSystem.read(file, into: $0, at: 0) }) ?? 0
+        let text = String(decoding: bytes.prefix(n), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        return Int32(text)
+    }
+
+    package func release(fileSystem: any FileSystem) {
+        fileSystem.close(file)
+    }
+}

@@ -1,0 +1,96 @@
+/// The framing of one record: `{"seq":N,"crc":C,"event":<record>}\n` (DESIGN §2).
+///
+/// The key order is fixed so that a reader finds the event bytes without a JSON parser.
+package enum Frame {
+    static let seqPrefix: [UInt8] = Array(#"{"seq":"#.utf8)
+    static let crcPrefix: [UInt8] = Array(#","crc":"#.utf8)
+    static let eventPrefix: [UInt8] = Array(#","event":"#.utf8)
+    static let newline: UInt8 = 0x0A
+
+    /// The framing bytes a record of `count` bytes takes on disk at most (without its digits' exact count).
+    package static let maxOverhead = 7 + 20 + 7 + 10 + 9 + 2
+
+    /// Appends the frame of `record` (whose CRC-32C is `crc`) with sequence number `seq` to `out`.
+    package static func encode(seq: UInt64, crc: UInt32, record: UnsafeRawBufferPointer, into out: inout [UInt8]) {
+        out.append(contentsOf: seqPrefix)
+        appendDecimal(seq, to: &out)
+        out.append(contentsOf: crcPrefix)
+        appendDecimal(UInt64(crc), to: &out)
+        out.append(contentsOf: eventPrefix)
+        out.append(contentsOf: record)
+        out.append(0x7D)  // }
+        out.append(newline)
+    }
+
+    /// The frame of `record` as a new array (tests and tools).
+    package static func encode(seq: UInt64, record: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = []
+        record.withUnsafeBytes { encode(seq: seq, crc: CRC32C.checksum($0), record: $0, into: &out) }
+        return out
+    }
+
+    /// Appends `value` in decimal without allocating.
+    @inline(__always)
+    static func appendDecimal(_ value: UInt64, to out: inout [UInt8]) {
+        if value < 10 {
+            out.append(0x30 + UInt8(value))
+            return
+        }
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { scratch in
+            var v = value
+            var i = 20
+            while v > 0 {
+                i -= 1
+                scratch[i] = 0x30 + UInt8(v % 10)
+                v /= 10
+            }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: scratch[i..<20]))
+        }
+    }
+
+    /// What one line (without its `\n`) holds.
+    package enum Parsed: Equatable {
+        /// A valid record: its sequence number and the byte range of its event inside the line's buffer.
+        case record(seq: UInt64, event: Range<Int>)
+        /// Not a valid record, with the reason.
+        case corrupt(String)
+    }
+
+    /// Parses the line `line` (the bytes between two newlines) of `buffer`, checking the CRC.
+    package static func parse(_ buffer: UnsafeRawBufferPointer, line: Range<Int>) -> Parsed {
+        var i = line.lowerBound
+        let end = line.upperBound
+        func expect(_ literal: [UInt8]) -> Bool {
+            guard end - i >= literal.count else { return false }
+            for b in literal {
+                if buffer[i] != b { return false }
+                i += 1
+            }
+            return true
+        }
+        func number(max digits: Int) -> UInt64? {
+            var v: UInt64 = 0
+            let start = i
+            while i < end, buffer[i] >= 0x30, buffer[i] <= 0x39 {
+                let (m, o1) = v.multipliedReportingOverflow(by: 10)
+                let (a, o2) = m.addingReportingOverflow(UInt64(buffer[i] - 0x30))
+                if o1 || o2 { return nil }
+                v = a
+                i += 1
+                if i - start > digits { return nil }
+            }
+            return i > start ? v : nil
+        }
+        if end - line.lowerBound > 0 && buffer[line.lowerBound] == 0 {
+            return .corrupt("zero bytes instead of a record (a torn write or a zero-filled block)")
+        }
+        guard expect(seqPrefix), let seq = number(max: 20) else { return .corrupt("not a record: expected {\"seq\":N at the start of the line") }
+        guard expect(crcPrefix), let crc = number(max: 10), crc <= UInt64(UInt32.max) else { return .corrupt("not a record: expected \"crc\" after the seq") }
+        guard expect(eventPrefix) else { return .corrupt("not a record: expected \"event\" after the crc") }
+        guard end - i >= 2, buffer[end - 1] == 0x7D else { return .corrupt("record \(seq) is cut short: it does not end with }") }
+        let event = i..<(end - 1)
+        let actual = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: buffer[event]))
+        guard actual == UInt32(crc) else { return .corrupt("record \(seq) fails its checksum (stored \(crc), computed \(actual)): the bytes changed on disk") }
+        return .record(seq: seq, event: event)
+    }
+}

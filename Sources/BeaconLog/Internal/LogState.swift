@@ -1,0 +1,68 @@
+/// A segment file on disk.
+struct SegmentInfo: Sendable {
+    var number: UInt64
+    /// Bytes of valid data in the file (the written size for the segment being appended to).
+    var size: UInt64
+}
+
+/// Framed records waiting to be written, all destined for one segment.
+struct Chunk: Sendable {
+    var segment: UInt64
+    var bytes: [UInt8] = []
+    var firstSeq: UInt64
+    var lastSeq: UInt64
+    var records: Int = 0
+}
+
+/// The shared state of a log, behind `BeaconLog.state`. Never held across a system call that waits.
+struct State: Sendable {
+    var closed = false
+    /// Set when an fsync failed and the unsynced bytes could not be rewritten: every call reports it.
+    var failure: BeaconLogError?
+    /// The last write failure (disk full); its chunks are kept in `chunks` and retried.
+    var writeError: BeaconLogError?
+    var nextSeq: UInt64
+    /// Frames appended but not yet written, oldest first.
+    var chunks: [Chunk] = []
+    var bufferedBytes = 0
+    var bufferedRecords = 0
+    /// The segment new frames go into, and its size counting buffered frames.
+    var tailSegment: UInt64
+    var tailSize: UInt64 = 0
+    /// Segment files on disk, ascending.
+    var segments: [SegmentInfo]
+    var diskBytes: UInt64 { segments.reduce(0) { $0 + $1.size } }
+    /// End of the data written to files (readable).
+    var written: LogPosition
+    /// End of the data known to be fsynced.
+    var durable: LogPosition
+    var checkpoint: LogPosition
+    var flushScheduled = false
+    /// The furthest position at which a corrupt record was counted, so re-reading does not count it twice.
+    var corruptCountedThrough: LogPosition?
+    var stats = LogStats()
+}
+
+/// The writer's side: the open tail segment. Behind `BeaconLog.writerIO`, which serialises commits.
+struct WriterIO: Sendable {
+    var file: LogFile?
+    var fileSegment: UInt64 = 0
+    var fileSize: UInt64 = 0
+    /// Chunks written to `file` since its last successful fsync: rewritten elsewhere if that fsync fails.
+    var unsynced: [Chunk] = []
+}
+
+/// The reader's side: the checkpoint file and a read-ahead cache. Behind `BeaconLog.readerIO`.
+struct ReaderIO: Sendable {
+    var generation: UInt64
+    var checkpointFile: LogFile?
+    var readFile: (segment: UInt64, file: LogFile)?
+    var cache: ReadCache?
+}
+
+/// Bytes of one segment starting at `start`, read ahead. Batches slice into `bytes` without copying.
+struct ReadCache: Sendable {
+    var segment: UInt64
+    var start: UInt64
+    var bytes: [UInt8]
+}

@@ -1,0 +1,227 @@
+import Glibc
+
+/// Opening a log directory: find the segments, repair the newest one, load and check the checkpoint.
+///
+/// Reads only the newest segment (and older ones only while the newer are empty) and one record at
+/// the checkpoint, so opening costs O(newest segment), not O(backlog) (DESIGN §3.8).
+enum Recovery {
+    struct Opened {
+        var state: State
+        var generation: UInt64
+    }
+
+    /// What a full scan of one segment found.
+    struct Scan {
+        var size: UInt64
+        /// The end of the last valid record (0 if none).
+        var validEnd: UInt64
+        var lastSeq: UInt64?
+    }
+
+    static func open(directory: String, fs: any FileSystem, canWrite: Bool, canAcknowledge: Bool) throws -> Opened {
+        let names = try fs.list(directory)
+        var segments: [SegmentInfo] = []
+        for number in names.compactMap(SegmentName.parse).sorted() {
+            let size = try fs.fileSize(directory + "/" + SegmentName.fileName(number)) ?? 0
+            segments.append(SegmentInfo(number: number, size: size))
+        }
+        if canAcknowledge, names.contains(Checkpoint.fileName + ".tmp") {
+            try fs.remove(directory + "/" + Checkpoint.fileName + ".tmp")
+        }
+        var stats = LogStats()
+
+        // The newest segment: keep every valid record, cut the invalid tail, make it durable.
+        var lastSeq: UInt64?
+        var index = segments.count - 1
+        while index >= 0 {
+            let path = directory + "/" + SegmentName.fileName(segments[index].number)
+            let scan = try scanSegment(path: path, fs: fs)
+            if index == segments.count - 1 && canWrite {
+                if scan.size > scan.validEnd || scan.size > 0 {
+                    let file = try fs.open(path, .readWrite)
+                    defer { fs.close(file) }
+                    if scan.size > scan.validEnd {
+                        try fs.truncate(file, to: scan.validEnd)
+                        stats.truncatedBytes = scan.size - scan.validEnd
+                    }
+                    // The previous writer may have died before its fsync: make what it wrote durable now.
+                    try fs.sync(file)
+                }
+                segments[index].size = scan.validEnd
+            }
+            if let seq = scan.lastSeq {
+                lastSeq = seq
+                break
+            }
+            index -= 1
+        }
+
+        // The checkpoint.
+        let checkpointPath = directory + "/" + Checkpoint.fileName
+        var generation: UInt64 = 0
+        var position = LogPosition(segment: segments.first?.number ?? 0, offset: 0, seq: 0)
+        var checkpointExisted = false
+        if let size = try fs.fileSize(checkpointPath) {
+            checkpointExisted = true
+            let file = try fs.open(checkpointPath, .read)
+            defer { fs.close(file) }
+            var bytes = [UInt8](repeating: 0, count: Checkpoint.fileSize)
+            let n = try bytes.withUnsafeMutableBytes { try fs.read(file, into: $0, at: 0) }
+            let decoded = Checkpoint.decode(file: Array(bytes.prefix(n)))
+            if let cp = decoded.checkpoint {
+                generation = cp.generation
+                let (resolved, note) = try resolve(cp.position, segments: segments, directory: directory, fs: fs)
+                position = resolved
+                stats.checkpointRecovery = note
+            } else {
+                stats.checkpointRecovery = "the checkpoint file (\(size) bytes) has no valid slot; delivering again from the oldest segment (at-least-once)"
+            }
+        }
+
+        // Segments wholly before the checkpoint are acknowledged: a crash came between the checkpoint and their deletion.
+        if canAcknowledge {
+            let gone = segments.filter { $0.number < position.segment && $0.number != segments.last?.number }
+            for segment in gone {
+                try fs.remove(directory + "/" + SegmentName.fileName(segment.number))
+            }
+            if !gone.isEmpty {
+                try fs.syncDirectory(directory)
+                segments.removeAll { s in gone.contains { $0.number == s.number } }
+            }
+        }
+
+        let nextSeq = max(lastSeq.map { $0 + 1 } ?? 0, position.seq)
+        let tailSegment: UInt64
+        if let newest = segments.last {
+            tailSegment = newest.number + 1
+        } else {
+            tailSegment = checkpointExisted ? position.segment + 1 : 0
+        }
+        let end: LogPosition
+        if let newest = segments.last {
+            end = LogPosition(segment: newest.number, offset: newest.size, seq: nextSeq)
+        } else {
+            end = LogPosition(segment: tailSegment, offset: 0, seq: nextSeq)
+        }
+        if position > end {
+            stats.checkpointRecovery = "the checkpoint (\(position)) lies beyond the end of the log (\(end)); delivering again from the oldest segment"
+            position = LogPosition(segment: segments.first?.number ?? tailSegment, offset: 0, seq: 0)
+        }
+        var state = State(nextSeq: nextSeq, tailSegment: tailSegment, segments: segments, written: end, durable: end, checkpoint: position)
+        state.stats = stats
+        return Opened(state: state, generation: generation)
+    }
+
+    /// Checks that `position` names an existing segment and lands on the record with its seq; if not,
+    /// picks the safe place to resume from and says why.
+    static func resolve(_ position: LogPosition, segments: [SegmentInfo], directory: String, fs: any FileSystem) throws -> (LogPosition, String?) {
+        guard let oldest = segments.first, let newest = segments.last else {
+            return (position, nil)
+        }
+        if position.segment < oldest.number {
+            return (LogPosition(segment: oldest.number, offset: 0, seq: 0),
+                    "the checkpoint names segment \(position.segment), which is gone; resuming at the oldest segment \(oldest.number)")
+        }
+        if position.segment > newest.number || !segments.contains(where: { $0.number == position.segment }) {
+            return (LogPosition(segment: oldest.number, offset: 0, seq: 0),
+                    "the checkpoint names segment \(position.segment), which does not exist; delivering again from the oldest segment \(oldest.number) (at-least-once)")
+        }
+        let path = directory + "/" + SegmentName.fileName(position.segment)
+        if try recordStarts(at: position, path: path, fs: fs) {
+            return (position, nil)
+        }
+        // Resynchronise: the first valid record at or after the checkpoint's seq.
+        let file = try fs.open(path, .read)
+        defer { fs.close(file) }
+        let bytes = try readAll(file, fs: fs)
+        var found: LogPosition?
+        var validEnd: UInt64 = 0
+        bytes.withUnsafeBytes { raw in
+            forEachLine(raw) { range, parsed in
+                if case .record(let seq, _) = parsed {
+                    if seq >= position.seq && found == nil {
+                        found = LogPosition(segment: position.segment, offset: UInt64(range.lowerBound), seq: seq)
+                    }
+                    validEnd = UInt64(range.upperBound + 1)
+                }
+            }
+        }
+        let resumed = found ?? LogPosition(segment: position.segment, offset: validEnd, seq: position.seq)
+        return (resumed, "the checkpoint (\(position)) does not land on a record; resuming at \(resumed), the first record at or after seq \(position.seq)")
+    }
+
+    /// True if `position.offset` is 0, the end of the segment, or the start of the record with `position.seq`.
+    static func recordStarts(at position: LogPosition, path: String, fs: any FileSystem) throws -> Bool {
+        let file = try fs.open(path, .read)
+        defer { fs.close(file) }
+        let size = try fs.size(file)
+        if position.offset > size { return false }
+        var want = 64 * 1024
+        while true {
+            let start = position.offset == 0 ? 0 : position.offset - 1
+            let count = Int(min(UInt64(want), size - start))
+            var bytes = [UInt8](repeating: 0, count: count)
+            let n = try bytes.withUnsafeMutableBytes { try fs.read(file, into: $0, at: start) }
+            bytes.removeLast(count - n)
+            var i = 0
+            if position.offset > 0 {
+                guard bytes.first == 0x0A else { return false }
+                i = 1
+            }
+            if position.offset == size { return true }
+            guard let newline = bytes[i...].firstIndex(of: 0x0A) else {
+                if start + UInt64(n) >= size { return false }
+                want *= 4
+                continue
+            }
+            let parsed = bytes.withUnsafeBytes { Frame.parse($0, line: i..<newline) }
+            if case .record(let seq, _) = parsed { return seq == position.seq }
+            return false
+        }
+    }
+
+    /// Reads a segment and finds its last valid record.
+    static func scanSegment(path: String, fs: any FileSystem) throws -> Scan {
+        let file = try fs.open(path, .read)
+        defer { fs.close(file) }
+        let bytes = try readAll(file, fs: fs)
+        var scan = Scan(size: UInt64(bytes.count), validEnd: 0, lastSeq: nil)
+        bytes.withUnsafeBytes { raw in
+            forEachLine(raw) { range, parsed in
+                if case .record(let seq, _) = parsed {
+                    scan.validEnd = UInt64(range.upperBound + 1)
+                    scan.lastSeq = seq
+                }
+            }
+        }
+        return scan
+    }
+
+    static func readAll(_ file: LogFile, fs: any FileSystem) throws -> [UInt8] {
+        let size = Int(try fs.size(file))
+        var bytes = [UInt8](repeating: 0, count: size)
+        var done = 0
+        try bytes.withUnsafeMutableBytes { raw in
+            while done < size {
+                let n = try fs.read(file, into: UnsafeMutableRawBufferPointer(rebasing: raw[done...]), at: UInt64(done))
+                if n == 0 { break }
+                done += n
+            }
+        }
+        if done < size { bytes.removeLast(size - done) }
+        return bytes
+    }
+
+    /// Calls `body` for every complete line (ending in `\n`) with its range (without the newline)
+    /// and what it holds. An incomplete last line is not reported.
+    static func forEachLine(_ raw: UnsafeRawBufferPointer, _ body: (Range<Int>, Frame.Parsed) -> Void) {
+        guard let base = raw.baseAddress else { return }
+        var start = 0
+        while start < raw.count {
+            guard let hit = memchr(base + start, 0x0A, raw.count - start) else { return }
+            let newline = base.distance(to: UnsafeRawPointer(hit))
+            body(start..<newline, Frame.parse(raw, line: start..<newline))
+            start = newline + 1
+        }
+    }
+}
