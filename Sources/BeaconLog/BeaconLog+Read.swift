@@ -174,13 +174,14 @@ extension BeaconLog {
         guard canAcknowledge else {
             throw BeaconLogError(.invalidArgument, "this log was opened without the reader lock (access \(config.access)); open it with .readWrite or .read to acknowledge", path: directory)
         }
-        let (current, written, durable) = try state.withLock { s in
+        let (current, written, durable, newest) = try state.withLock { s in
             try checkUsable(s)
-            return (s.checkpoint, s.written, s.durable)
+            return (s.checkpoint, s.written, s.durable, s.segments.last?.number ?? s.written.segment)
         }
         if position <= current { return }
         if canWrite {
-            if position > written {
+            // A batch's end may already sit at offset 0 of a segment just created: compare by seq.
+            if position.seq > written.seq || position.segment > newest || (position.segment == written.segment && position.offset > written.offset) {
                 throw BeaconLogError(.invalidArgument, "cannot acknowledge \(position): the log ends at \(written); acknowledge a batch's end", path: directory)
             }
             if position > durable { try sync() }
