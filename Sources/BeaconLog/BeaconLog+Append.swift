@@ -421,13 +421,14 @@ extension BeaconLog {
                     rio.readFile = nil
                 }
                 if rio.cache?.segment == oldest.number { rio.cache = nil }
+                // Forget it before unlinking, so a reader never looks for a file that is gone.
+                state.withLock { s in
+                    s.segments.removeAll { $0.number == oldest.number }
+                    if dropped > 0 { s.stats.dropped["quota", default: 0] += dropped }
+                }
                 try fs.remove(path(ofSegment: oldest.number))
             }
             try fs.syncDirectory(directory)
-            state.withLock { s in
-                s.segments.removeAll { $0.number == oldest.number }
-                if dropped > 0 { s.stats.dropped["quota", default: 0] += dropped }
-            }
         }
     }
 

@@ -261,10 +261,10 @@ extension BeaconLog {
                 io.readFile = nil
             }
             if io.cache?.segment == number { io.cache = nil }
-            try fs.remove(path(ofSegment: number))
         }
-        try fs.syncDirectory(directory)
         state.withLock { s in s.segments.removeAll { doomed.contains($0.number) } }
+        for number in doomed { try fs.remove(path(ofSegment: number)) }
+        try fs.syncDirectory(directory)
     }
 }
 
