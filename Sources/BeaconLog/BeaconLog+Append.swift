@@ -124,8 +124,8 @@ extension BeaconLog {
         let seq = s.nextSeq
         s.nextSeq += 1
         let before = s.chunks.last?.bytes.count ?? 0
-        let estimate = UInt64(record.count + Frame.maxOverhead)
-        let roll = s.tailSize > 0 && s.tailSize + estimate > UInt64(config.segmentBytes)
+        let length = UInt64(Frame.length(seq: seq, crc: crc, count: record.count))
+        let roll = s.tailSize > 0 && s.tailSize + length > UInt64(config.segmentBytes)
         if roll {
             s.tailSegment += 1
             s.tailSize = 0

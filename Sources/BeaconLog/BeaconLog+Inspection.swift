@@ -39,6 +39,7 @@ extension BeaconLog {
         var problems: [VerifyReport.Problem] = []
         var records = 0
         var previousSeq: UInt64?
+        var badSincePrevious: UInt64 = 0
         var segments: [SegmentInfo] = []
         for (index, number) in numbers.enumerated() {
             let name = SegmentName.fileName(number)
@@ -53,13 +54,16 @@ extension BeaconLog {
                     switch parsed {
                     case .record(let seq, _):
                         records += 1
-                        if let previousSeq, seq != previousSeq + 1 {
+                        // A gap no longer than the bad records just reported is explained by them.
+                        if let previousSeq, seq != previousSeq + 1, !(seq > previousSeq && seq - previousSeq - 1 <= badSincePrevious) {
                             let what = seq <= previousSeq ? "repeats or goes back from" : "skips ahead from"
                             problems.append(.init(file: name, offset: UInt64(range.lowerBound), reason: "seq \(seq) \(what) \(previousSeq) (records \(previousSeq + 1)..<\(seq) are missing or were rewritten)"))
                         }
                         previousSeq = seq
+                        badSincePrevious = 0
                     case .corrupt(let reason):
                         problems.append(.init(file: name, offset: UInt64(range.lowerBound), reason: reason))
+                        badSincePrevious += 1
                     }
                 }
             }
@@ -67,6 +71,7 @@ extension BeaconLog {
                 let tail = bytes[end...]
                 let what = tail.allSatisfy { $0 == 0 } ? "\(tail.count) zero bytes" : "an incomplete record of \(tail.count) bytes"
                 let newest = index == numbers.count - 1
+                badSincePrevious += 1
                 problems.append(.init(file: name, offset: UInt64(end), reason: "\(what) at the end (\(newest ? "a torn write, or a write in progress; the next writer cuts it off" : "a torn write in a sealed segment"))"))
             }
         }

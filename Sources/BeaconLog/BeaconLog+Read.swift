@@ -26,30 +26,48 @@ extension BeaconLog {
             seqs.reserveCapacity(min(maxRecords, 1024))
             var bytes = 0
             var skipped = 0
+            // The last seq accepted in the current segment. Within one segment seqs go up by one;
+            // only a segment's first records may repeat earlier ones (a rewrite after a failed fsync).
+            var lastInSegment: UInt64? = pos.offset > 0 && pos.seq > 0 ? pos.seq - 1 : nil
+            func moveOn(to next: UInt64) {
+                pos = LogPosition(segment: next, offset: 0, seq: pos.seq)
+                lastInSegment = nil
+            }
             while records.count < maxRecords && (records.isEmpty || bytes < maxBytes) {
                 guard let limit = try readableLimit(ofSegment: pos.segment, io: &io), pos.offset < limit else {
                     guard let next = try segment(after: pos.segment) else { break }
-                    pos = LogPosition(segment: next, offset: 0, seq: pos.seq)
+                    // A writer completes a segment before it creates the next one: look at its size
+                    // again, it may have grown since we looked (records not to be passed over).
+                    if let again = try readableLimit(ofSegment: pos.segment, io: &io), pos.offset < again { continue }
+                    moveOn(to: next)
                     continue
                 }
                 guard let (cache, line) = try line(at: pos, limit: limit, io: &io) else {
                     // An incomplete last line: a write in progress in the newest segment, or a torn
                     // tail in a sealed one, whose remaining bytes are then passed over.
                     guard let next = try segment(after: pos.segment) else { break }
+                    if let again = try readableLimit(ofSegment: pos.segment, io: &io), again > limit { continue }
                     skipped += countCorrupt(at: pos)
-                    pos = LogPosition(segment: next, offset: 0, seq: pos.seq)
+                    moveOn(to: next)
                     continue
                 }
                 let lineEnd = cache.start + UInt64(line.upperBound) + 1
                 let parsed = cache.bytes.withUnsafeBytes { Frame.parse($0, line: line) }
                 switch parsed {
                 case .record(let seq, let event):
-                    if seq >= pos.seq {
+                    if let last = lastInSegment, seq != last + 1,
+                       try !plausibleJump(to: seq, after: last, next: LogPosition(segment: pos.segment, offset: lineEnd, seq: pos.seq), limit: limit, io: &io) {
+                        // The CRC covers the event, not its seq: damaged seq digits. Counted, passed over.
+                        skipped += countCorrupt(at: pos)
+                        pos.offset = lineEnd
+                    } else if seq >= pos.seq {
                         records.append(cache.bytes[event])
                         seqs.append(seq)
                         bytes += event.count
                         pos = LogPosition(segment: pos.segment, offset: lineEnd, seq: seq + 1)
+                        lastInSegment = seq
                     } else {
+                        // Already delivered: a copy rewritten at the start of a segment, or before the checkpoint.
                         pos.offset = lineEnd
                     }
                 case .corrupt:
@@ -59,6 +77,17 @@ extension BeaconLog {
             }
             return LogBatch(records: records, seqs: seqs, start: start, end: pos, skippedCorrupt: skipped)
         }
+    }
+
+    /// Whether a record with `seq` may follow `last` in the same segment, where seqs normally go up by
+    /// one. Going back is never plausible there. A jump ahead is (records in between were corrupt) when
+    /// the record after it continues from `seq`, or there is none yet; if the record after it
+    /// continues from `last` instead, `seq`'s digits were damaged.
+    func plausibleJump(to seq: UInt64, after last: UInt64, next: LogPosition, limit: UInt64, io: inout ReaderIO) throws -> Bool {
+        if seq <= last { return false }
+        guard next.offset < limit, let (cache, line) = try line(at: next, limit: limit, io: &io) else { return true }
+        guard case .record(let following, _) = cache.bytes.withUnsafeBytes({ Frame.parse($0, line: line) }) else { return true }
+        return following > seq || following <= last
     }
 
     /// Counts a corrupt record once, however often it is read again.
@@ -195,8 +224,20 @@ extension BeaconLog {
         }
         try readerIO.withLock { io in
             if position <= state.withLock({ $0.checkpoint }) { return }
-            try writeCheckpoint(position, io: &io)
+            if !canWrite { try refreshSegments() }
+            try writeCheckpoint(normalized(position), io: &io)
             try deleteAcknowledgedSegments(io: &io)
+        }
+    }
+
+    /// `position`, or the start of the next segment when `position` is the end of a sealed segment,
+    /// so that the checkpoint never names a segment that is deleted because it is wholly acknowledged.
+    func normalized(_ position: LogPosition) -> LogPosition {
+        state.withLock { s in
+            guard let i = s.segments.firstIndex(where: { $0.number == position.segment }),
+                  i + 1 < s.segments.count, position.offset >= s.segments[i].size else { return position }
+            // A newer segment exists, so this one is sealed: the writer never returns to it.
+            return LogPosition(segment: s.segments[i + 1].number, offset: 0, seq: position.seq)
         }
     }
 
@@ -223,7 +264,7 @@ extension BeaconLog {
                     fs.close(file)
                     throw error
                 }
-                io.checkpointFile = file
+                io.checkpointFile = LogFile(handle: file.handle, path: path)  // errors name the file, not the tmp
                 io.generation += 1
                 publish(position)
                 return

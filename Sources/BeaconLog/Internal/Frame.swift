@@ -8,7 +8,24 @@ package enum Frame {
     static let newline: UInt8 = 0x0A
 
     /// The framing bytes a record of `count` bytes takes on disk at most (without its digits' exact count).
-    package static let maxOverhead = 7 + 20 + 7 + 10 + 9 + 2
+    package static let maxOverhead = 7 + 20 + 7 + 10 + 9 + 2  // 55
+
+    /// The exact length of the frame of a record of `count` bytes with this seq and CRC.
+    @inline(__always)
+    package static func length(seq: UInt64, crc: UInt32, count: Int) -> Int {
+        25 + digits(seq) + digits(UInt64(crc)) + count  // {"seq": ,"crc": ,"event": }\n
+    }
+
+    @inline(__always)
+    static func digits(_ value: UInt64) -> Int {
+        var n = 1
+        var v = value
+        while v >= 10 {
+            v /= 10
+            n += 1
+        }
+        return n
+    }
 
     /// Appends the frame of `record` (whose CRC-32C is `crc`) with sequence number `seq` to `out`.
     package static func encode(seq: UInt64, crc: UInt32, record: UnsafeRawBufferPointer, into out: inout [UInt8]) {

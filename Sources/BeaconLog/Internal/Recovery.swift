@@ -119,8 +119,9 @@ enum Recovery {
             return (position, nil)
         }
         if position.segment < oldest.number {
-            return (LogPosition(segment: oldest.number, offset: 0, seq: 0),
-                    "the checkpoint names segment \(position.segment), which is gone; resuming at the oldest segment \(oldest.number)")
+            // Its segment was deleted after the checkpoint passed all of it (or the quota dropped
+            // it): resume at the oldest segment, keeping the seq so that nothing is delivered twice.
+            return (LogPosition(segment: oldest.number, offset: 0, seq: position.seq), nil)
         }
         if position.segment > newest.number || !segments.contains(where: { $0.number == position.segment }) {
             return (LogPosition(segment: oldest.number, offset: 0, seq: 0),

@@ -1,0 +1,123 @@
+import Foundation
+import Testing
+@testable import BeaconLog
+
+/// Regressions found while building the suite: each failed before its fix.
+@Suite struct LeadRegressionTests {
+    func config(_ dir: String) -> BeaconLog.Configuration {
+        var c = BeaconLog.Configuration(directory: dir)
+        c.segmentBytes = 4096
+        c.maxBytes = 1 << 20
+        c.durability = .none
+        return c
+    }
+
+    func segmentFiles(_ dir: String) throws -> [String] {
+        try FileManager.default.contentsOfDirectory(atPath: dir).filter { $0.hasSuffix(".jsonl") }.sorted()
+    }
+
+    /// Acknowledging exactly the end of a sealed segment deletes it; reopening must not fall back.
+    @Test(arguments: [1, 2, 3])
+    func acknowledgeToTheEndOfASealedSegmentSurvivesReopen(segmentsAcked: Int) throws {
+        try withTemporaryDirectory { dir in
+            let total: UInt64
+            let acked: UInt64
+            do {
+                let log = try BeaconLog(configuration: config(dir))
+                for i in 0..<400 { try log.append(#"{"n":\#(i),"pad":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}"#) }
+                try log.sync()
+                // Read segment by segment: a batch that stops at a segment's end.
+                var end = log.checkpoint
+                var count: UInt64 = 0
+                for _ in 0..<segmentsAcked {
+                    var cursor = end
+                    let startSegment = cursor.segment
+                    while true {
+                        let b = try log.read(from: cursor, maxRecords: 1)
+                        if b.isEmpty || b.end.segment != startSegment && b.start.segment != startSegment { break }
+                        if b.end.segment != startSegment { break }
+                        cursor = b.end
+                        count += UInt64(b.count)
+                        let size = try FileManager.default.attributesOfItem(atPath: dir + "/" + SegmentName.fileName(startSegment))[.size] as! UInt64
+                        if cursor.offset == size { break }
+                    }
+                    end = cursor
+                    try log.acknowledge(through: end)
+                    #expect(log.stats.acknowledgedSeq == count - 1)
+                    end = LogPosition(segment: end.segment + 1, offset: 0, seq: end.seq)
+                }
+                acked = count
+                total = log.stats.nextSeq
+                #expect(!(try segmentFiles(dir)).contains(SegmentName.fileName(0)))
+                try log.close()
+            }
+            let log = try BeaconLog(configuration: config(dir))
+            let stats = log.stats
+            #expect(stats.checkpointRecovery == nil)
+            #expect(stats.nextSeq == total)
+            #expect(stats.pendingRecords == total - acked)
+            #expect(stats.acknowledgedSeq == acked - 1)
+            let first = try log.read(maxRecords: 1)
+            #expect(first.firstSeq == acked)
+            try log.close()
+        }
+    }
+
+    /// The CRC covers the event, not its seq: a record whose seq digits changed is skipped and
+    /// counted, and only that one, whether the seq went down or up.
+    @Test(arguments: [("\"seq\":12,", "\"seq\":11,"), ("\"seq\":12,", "\"seq\":10,"), ("\"seq\":12,", "\"seq\":92,"), ("\"seq\":12,", "\"seq\":13,")])
+    func damagedSeqDigitsSkipOnlyThatRecord(from: String, to: String) throws {
+        try withTemporaryDirectory { dir in
+            do {
+                let log = try BeaconLog(configuration: config(dir))
+                for i in 0..<30 { try log.append(#"{"n":\#(i)}"#) }
+                try log.close()
+            }
+            let path = dir + "/" + SegmentName.fileName(0)
+            let text = try String(contentsOfFile: path, encoding: .utf8)
+            #expect(text.contains(from))
+            try text.replacingOccurrences(of: from, with: to).write(toFile: path, atomically: false, encoding: .utf8)
+            let log = try BeaconLog(configuration: config(dir))
+            let batch = try log.read(maxRecords: 1000)
+            let ns = batch.records.map { String(decoding: $0, as: UTF8.self) }
+            #expect(ns == (0..<30).filter { $0 != 12 }.map { #"{"n":\#($0)}"# })
+            #expect(batch.skippedCorrupt == 1)
+            #expect(log.stats.skippedCorrupt == 1)
+            try log.close()
+        }
+    }
+
+    /// A frame that ends exactly at segmentBytes stays in its segment; one byte more rolls.
+    @Test(arguments: [0, 1])
+    func aFrameThatFitsExactlyStaysInTheSegment(extra: Int) throws {
+        try withTemporaryDirectory { dir in
+            let log = try BeaconLog(configuration: config(dir))
+            var used = 0
+            var seq: UInt64 = 0
+            let filler = Array(#"{"pad":"\#(String(repeating: "y", count: 100))"}"#.utf8)
+            while used + 2 * Frame.length(seq: seq, crc: UInt32.max, count: filler.count) < 4096 {
+                let crc = filler.withUnsafeBytes { CRC32C.checksum($0) }
+                used += Frame.length(seq: seq, crc: crc, count: filler.count)
+                try log.append(filler)
+                seq += 1
+            }
+            // A record whose frame ends exactly at 4096 (+ extra).
+            var size = 4096 - used + extra - 40
+            var record: [UInt8] = []
+            for _ in 0..<100 {
+                record = Array(#"{"p":"\#(String(repeating: "z", count: size))"}"#.utf8)
+                let crc = record.withUnsafeBytes { CRC32C.checksum($0) }
+                let length = Frame.length(seq: seq, crc: crc, count: record.count)
+                if used + length == 4096 + extra { break }
+                size += 4096 + extra - used - length
+            }
+            try log.append(record)
+            try log.sync()
+            let files = try segmentFiles(dir)
+            #expect(files.count == (extra == 0 ? 1 : 2))
+            let first = try FileManager.default.attributesOfItem(atPath: dir + "/" + files[0])[.size] as! UInt64
+            #expect(first == (extra == 0 ? 4096 : UInt64(used)))
+            try log.close()
+        }
+    }
+}
