@@ -16,7 +16,9 @@ let package = Package(
         .executable(name: "beacon-bench", targets: ["BeaconBenchmarks"]),
     ],
     targets: [
-        .target(name: "BeaconLog"),
+        // CRC-32C with the CPU's instruction (SSE4.2 / AArch64 CRC); BeaconLog falls back to Swift.
+        .target(name: "CBeaconCRC"),
+        .target(name: "BeaconLog", dependencies: ["CBeaconCRC"]),
         .systemLibrary(name: "CZlib", path: "Sources/CZlib"),
         .target(name: "Beacon", dependencies: ["BeaconLog", "CZlib"]),
         .target(name: "BeaconTesting", dependencies: ["Beacon", "BeaconLog", "CZlib"]),

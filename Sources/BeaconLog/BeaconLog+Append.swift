@@ -123,26 +123,28 @@ extension BeaconLog {
     func buffer(_ s: inout State, record: UnsafeRawBufferPointer, crc: UInt32) -> UInt64 {
         let seq = s.nextSeq
         s.nextSeq += 1
-        let before = s.chunks.last?.bytes.count ?? 0
-        let length = UInt64(Frame.length(seq: seq, crc: crc, count: record.count))
-        let roll = s.tailSize > 0 && s.tailSize + length > UInt64(config.segmentBytes)
-        if roll {
+        let length = Frame.length(seq: seq, crc: crc, count: record.count)
+        if s.tailSize > 0 && s.tailSize + UInt64(length) > UInt64(config.segmentBytes) {
             s.tailSegment += 1
             s.tailSize = 0
         }
-        if roll || s.chunks.isEmpty || s.chunks[s.chunks.count - 1].segment != s.tailSegment {
-            var chunk = Chunk(segment: s.tailSegment, firstSeq: seq, lastSeq: seq)
-            chunk.bytes.reserveCapacity(min(config.segmentBytes, Self.writeThreshold * 2))
-            s.chunks.append(chunk)
+        // Move the open chunk out of the array while framing into it, so its bytes stay uniquely
+        // referenced and are appended to in place.
+        var chunk: Chunk
+        if let last = s.chunks.last, last.segment == s.tailSegment {
+            chunk = s.chunks.removeLast()
+        } else {
+            chunk = Chunk(segment: s.tailSegment, firstSeq: seq, lastSeq: seq)
+            // Room for a write threshold and a record or so, kept under malloc's mmap threshold
+            // (128 KiB) so buffers are reused from the heap, not faulted in fresh each time.
+            chunk.bytes.reserveCapacity(min(config.segmentBytes, Self.writeThreshold + 16 * 1024))
         }
-        let last = s.chunks.count - 1
-        let startCount = (roll || s.chunks[last].records == 0) ? 0 : before
-        Frame.encode(seq: seq, crc: crc, record: record, into: &s.chunks[last].bytes)
-        let added = s.chunks[last].bytes.count - startCount
-        s.chunks[last].lastSeq = seq
-        s.chunks[last].records += 1
-        s.tailSize += UInt64(added)
-        s.bufferedBytes += added
+        Frame.encode(seq: seq, crc: crc, record: record, into: &chunk.bytes)
+        chunk.lastSeq = seq
+        chunk.records += 1
+        s.chunks.append(chunk)
+        s.tailSize += UInt64(length)
+        s.bufferedBytes += length
         s.bufferedRecords += 1
         s.stats.appendedRecords += 1
         s.stats.appendedBytes += UInt64(record.count)

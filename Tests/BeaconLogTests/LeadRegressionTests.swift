@@ -121,3 +121,20 @@ import Testing
         }
     }
 }
+
+@Suite struct CRC32CInstructionTests {
+    /// The CPU instruction and the table agree on every length and alignment, and on the check value.
+    @Test func instructionMatchesTable() {
+        var rng = SystemRandomNumberGenerator()
+        let bytes = (0..<4096).map { _ in UInt8.random(in: 0...255, using: &rng) }
+        bytes.withUnsafeBytes { raw in
+            for start in 0..<9 {
+                for count in Array(0...70) + [255, 1000, 4000] where start + count <= raw.count {
+                    let slice = UnsafeRawBufferPointer(rebasing: raw[start..<(start + count)])
+                    #expect(CRC32C.update(7, slice) == CRC32C.software(7, slice))
+                }
+            }
+        }
+        #expect(CRC32C.checksum(Array("123456789".utf8)) == 0xE306_9283)
+    }
+}

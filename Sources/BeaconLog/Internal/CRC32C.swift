@@ -1,4 +1,7 @@
-/// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), slicing-by-8.
+import CBeaconCRC
+
+/// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78): the CPU's instruction where there is one
+/// (SSE4.2, AArch64 CRC), else slicing-by-8 in Swift.
 ///
 /// `CRC32C.checksum(Array("123456789".utf8)) == 0xE3069283`.
 package enum CRC32C {
@@ -33,8 +36,19 @@ package enum CRC32C {
         return copy.withUnsafeBytes { update(0, $0) }
     }
 
+    /// Whether the CPU computes CRC-32C (checked once).
+    package static let hardware = beacon_crc32c_hw_available() != 0
+
     /// Continues a CRC-32C over more bytes: `update(checksum(a), b) == checksum(a + b)`.
+    @inline(__always)
     package static func update(_ crc: UInt32, _ bytes: UnsafeRawBufferPointer) -> UInt32 {
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return crc }
+        if hardware { return beacon_crc32c_hw(crc, base, bytes.count) }
+        return software(crc, bytes)
+    }
+
+    /// The table-driven version: the fallback, and what tests compare the instruction with.
+    package static func software(_ crc: UInt32, _ bytes: UnsafeRawBufferPointer) -> UInt32 {
         guard var p = bytes.baseAddress, bytes.count > 0 else { return crc }
         var n = bytes.count
         var c = ~crc

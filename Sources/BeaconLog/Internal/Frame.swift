@@ -28,12 +28,39 @@ package enum Frame {
     }
 
     /// Appends the frame of `record` (whose CRC-32C is `crc`) with sequence number `seq` to `out`.
+    ///
+    /// The hot path of every append: the header is assembled on the stack and the frame goes into
+    /// `out` with three appends.
+    @inline(__always)
     package static func encode(seq: UInt64, crc: UInt32, record: UnsafeRawBufferPointer, into out: inout [UInt8]) {
-        out.append(contentsOf: seqPrefix)
-        appendDecimal(seq, to: &out)
-        out.append(contentsOf: crcPrefix)
-        appendDecimal(UInt64(crc), to: &out)
-        out.append(contentsOf: eventPrefix)
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 64) { header in
+            let h = header.baseAddress!
+            var i = 0
+            @inline(__always) func put(_ b: UInt8) {
+                h[i] = b
+                i += 1
+            }
+            @inline(__always) func putDecimal(_ value: UInt64) {
+                let n = digits(value)
+                var v = value
+                var k = i + n - 1
+                repeat {
+                    h[k] = 0x30 + UInt8(truncatingIfNeeded: v % 10)
+                    v /= 10
+                    k -= 1
+                } while v > 0
+                i += n
+            }
+            // {"seq":
+            put(0x7B); put(0x22); put(0x73); put(0x65); put(0x71); put(0x22); put(0x3A)
+            putDecimal(seq)
+            // ,"crc":
+            put(0x2C); put(0x22); put(0x63); put(0x72); put(0x63); put(0x22); put(0x3A)
+            putDecimal(UInt64(crc))
+            // ,"event":
+            put(0x2C); put(0x22); put(0x65); put(0x76); put(0x65); put(0x6E); put(0x74); put(0x22); put(0x3A)
+            out.append(contentsOf: UnsafeBufferPointer(start: h, count: i))
+        }
         out.append(contentsOf: record)
         out.append(0x7D)  // }
         out.append(newline)
