@@ -21,6 +21,10 @@ extension BeaconLog {
     /// `maxRecordBytes`. It is durable when this returns under `.everyRecord`, and at the next group
     /// commit otherwise (see ``sync()``). The frame is copied into a user-space buffer; one
     /// `write(2)` per group commit puts the buffer in the segment.
+    ///
+    /// A `.diskFull` or `.io` error with ``BeaconLogError/keptSeqs`` set means the record was
+    /// appended but its write failed: it is kept in memory and written when the disk accepts it
+    /// (do not append it again). Without `keptSeqs` the record was not appended.
     @discardableResult
     public func append(_ record: some Collection<UInt8>) throws -> UInt64 {
         if let result = try record.withContiguousStorageIfAvailable({ try appendOne(UnsafeRawBufferPointer($0)) }) {
@@ -58,7 +62,11 @@ extension BeaconLog {
             }
             return (first..<s.nextSeq, afterAppend(&s))
         }
-        try perform(action, through: range.isEmpty ? nil : range.upperBound - 1)
+        do {
+            try perform(action, through: range.isEmpty ? nil : range.upperBound - 1)
+        } catch {
+            throw keptInMemory(error, seqs: range)
+        }
         return range
     }
 
@@ -79,23 +87,39 @@ extension BeaconLog {
             let seq = buffer(&s, record: record, crc: crc)
             return (seq, afterAppend(&s))
         }
-        try perform(action, through: seq)
+        do {
+            try perform(action, through: seq)
+        } catch {
+            throw keptInMemory(error, seqs: seq..<(seq + 1))
+        }
         return seq
+    }
+
+    /// An append whose record was accepted but whose write or commit failed (disk full, I/O error):
+    /// the record stays in memory, is written when the disk accepts it, and must not be appended
+    /// again. Says so in the error, which keeps its code.
+    func keptInMemory(_ error: any Error, seqs: Range<UInt64>) -> any Error {
+        guard let error = error as? BeaconLogError, error.code == .diskFull || error.code == .io,
+              state.withLock({ $0.writeError != nil && $0.failure == nil }) else { return error }
+        var kept = error
+        kept.keptSeqs = seqs
+        kept.message = "\(error.message). The record (seq \(seqs.count == 1 ? "\(seqs.lowerBound)" : "\(seqs)")) was appended and is kept in memory until the disk accepts it: do not append it again; sync() reports when it is durable"
+        return kept
     }
 
     /// Refuses empty records, raw newlines and oversized records, counting each refusal.
     func validate(_ record: UnsafeRawBufferPointer, index: Int?) throws {
         let which = index.map { "record \($0)" } ?? "the record"
         if record.isEmpty {
-            state.withLock { $0.stats.refused["invalid", default: 0] += 1 }
+            state.withLock { s in s.stats.refused["invalid", default: 0] += 1; countersChanged(&s) }
             throw BeaconLogError(.invalidRecord, "\(which) is empty; append the bytes of one JSON value", path: directory)
         }
         if record.count > config.maxRecordBytes {
-            state.withLock { $0.stats.refused["tooLarge", default: 0] += 1 }
+            state.withLock { s in s.stats.refused["tooLarge", default: 0] += 1; countersChanged(&s) }
             throw BeaconLogError(.recordTooLarge, "\(which) is \(record.count) bytes, more than maxRecordBytes (\(config.maxRecordBytes)); split it or raise the limit", path: directory)
         }
         if memchr(record.baseAddress!, 0x0A, record.count) != nil {
-            state.withLock { $0.stats.refused["invalid", default: 0] += 1 }
+            state.withLock { s in s.stats.refused["invalid", default: 0] += 1; countersChanged(&s) }
             throw BeaconLogError(.invalidRecord, "\(which) contains a raw newline, which would break the one-record-per-line framing; escape it as \\n inside JSON strings", path: directory)
         }
     }
@@ -108,11 +132,13 @@ extension BeaconLog {
         }
         if config.quotaPolicy == .rejectNew, Int64(s.diskBytes) + Int64(s.bufferedBytes) + Int64(incoming) > config.maxBytes {
             s.stats.refused["quota", default: 0] += 1
+            countersChanged(&s)
             throw BeaconLogError(.quotaExceeded, "the log holds \(s.diskBytes + UInt64(s.bufferedBytes)) bytes and its quota is \(config.maxBytes) (policy .rejectNew); deliver and acknowledge records, or raise maxBytes", path: directory)
         }
         // While writes fail (disk full), keep at most one segment's worth in memory, then refuse.
         if let error = s.writeError, s.bufferedBytes + incoming > max(config.segmentBytes, 1 << 20) {
             s.stats.refused["diskFull", default: 0] += 1
+            countersChanged(&s)
             throw BeaconLogError(.diskFull, "\(error.message); \(s.bufferedRecords) records wait in memory and new ones are refused until space frees", path: error.path, errno: error.errno)
         }
     }
@@ -426,7 +452,10 @@ extension BeaconLog {
                 // Forget it before unlinking, so a reader never looks for a file that is gone.
                 state.withLock { s in
                     s.segments.removeAll { $0.number == oldest.number }
-                    if dropped > 0 { s.stats.dropped["quota", default: 0] += dropped }
+                    if dropped > 0 {
+                        s.stats.dropped["quota", default: 0] += dropped
+                        countersChanged(&s)
+                    }
                 }
                 try fs.remove(path(ofSegment: oldest.number))
             }

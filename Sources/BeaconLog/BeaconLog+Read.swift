@@ -96,6 +96,7 @@ extension BeaconLog {
             if let counted = s.corruptCountedThrough, position <= counted { return 1 }
             s.corruptCountedThrough = position
             s.stats.skippedCorrupt += 1
+            countersChanged(&s)
             return 1
         }
     }

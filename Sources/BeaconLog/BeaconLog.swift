@@ -83,7 +83,11 @@ public final class BeaconLog: Sendable {
         }
         self.locks = Mutex(held)
         do {
-            let recovered = try Recovery.open(directory: directory, fs: fs, canWrite: canWrite, canAcknowledge: canAcknowledge)
+            var recovered = try Recovery.open(directory: directory, fs: fs, canWrite: canWrite, canAcknowledge: canAcknowledge)
+            let counters = PersistedCounters.load(directory: directory)
+            recovered.state.stats.dropped = counters.dropped
+            recovered.state.stats.refused = counters.refused
+            recovered.state.stats.skippedCorrupt = counters.skippedCorrupt
             self.state = Mutex(recovered.state)
             self.writerIO = Mutex(WriterIO())
             self.readerIO = Mutex(ReaderIO(generation: recovered.generation))
@@ -136,6 +140,7 @@ public final class BeaconLog: Sendable {
             do { try commit(sync: true) } catch { firstError = error }
         }
         state.withLock { $0.closed = true }
+        saveCounters()
         writerIO.withLock { io in
             if let file = io.file { fs.close(file) }
             io.file = nil

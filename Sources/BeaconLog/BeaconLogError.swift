@@ -42,6 +42,10 @@ public struct BeaconLogError: Error, Sendable, CustomStringConvertible {
     public var errno: Int32?
     /// For `.locked`: the process id written in the lock file by the holder, if known.
     public var lockHolderPID: Int32?
+    /// For an append that failed while writing (`.diskFull`, `.io`): the sequence numbers it
+    /// appended anyway. They are kept in memory and written when the disk accepts them; do not
+    /// append those records again. Nil when the call appended nothing.
+    public var keptSeqs: Range<UInt64>?
 
     public init(_ code: Code, _ message: String, path: String? = nil, errno: Int32? = nil, lockHolderPID: Int32? = nil) {
         self.code = code

@@ -1,7 +1,8 @@
 /// Counters and sizes of a log, as seen by this `BeaconLog` instance.
 ///
-/// Counters named "this session" start at zero when the log is opened; the rest describe the
-/// directory.
+/// Counters named "this session" start at zero when the log is opened; the loss counters
+/// (`dropped`, `refused`, `skippedCorrupt`) are kept on disk and count since the directory was
+/// created; the rest describe the directory now.
 public struct LogStats: Sendable, Equatable {
     /// Records appended through this instance (this session).
     public var appendedRecords: UInt64 = 0
@@ -19,11 +20,14 @@ public struct LogStats: Sendable, Equatable {
     public var segments: Int = 0
     /// Bytes used by segment files.
     public var diskBytes: UInt64 = 0
-    /// Records removed without delivery, by reason (`"quota"`; the tracker adds its own reasons).
+    /// Records removed without delivery, by reason (`"quota"`), since the directory was created:
+    /// kept in `writer.counters` (saved within a second of a change and on close).
     public var dropped: [String: UInt64] = [:]
-    /// Records refused by append, by reason (`"quota"`, `"tooLarge"`, `"invalid"`).
+    /// Records refused by append, by reason (`"quota"`, `"tooLarge"`, `"invalid"`, `"diskFull"`),
+    /// since the directory was created (kept in `writer.counters`).
     public var refused: [String: UInt64] = [:]
-    /// Corrupt records passed over while reading (bad checksum, broken line, bad sequence).
+    /// Corrupt records passed over while reading (bad checksum, broken line, damaged sequence
+    /// number), since the directory was created (kept in `reader.counters`).
     public var skippedCorrupt: UInt64 = 0
     /// Invalid bytes removed from the tail of the newest segment when the log was opened.
     public var truncatedBytes: UInt64 = 0

@@ -222,7 +222,7 @@ extension BeaconLogError {
     package static func system(_ e: Int32, path: String, operation: String) -> BeaconLogError {
         switch e {
         case ENOSPC, EDQUOT:
-            return BeaconLogError(.diskFull, "\(operation) failed: the file system is full; free space, then append again (nothing written was lost)", path: path, errno: e)
+            return BeaconLogError(.diskFull, "\(operation) failed: the file system is full; free space on it (nothing already written is lost)", path: path, errno: e)
         case EACCES, EPERM:
             return BeaconLogError(.io, "\(operation) failed: permission denied; the log directory must be owned by this user (mode 0700)", path: path, errno: e)
         case EIO:

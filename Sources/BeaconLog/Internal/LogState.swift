@@ -41,6 +41,9 @@ struct State: Sendable {
     /// The furthest position at which a corrupt record was counted, so re-reading does not count it twice.
     var corruptCountedThrough: LogPosition?
     var stats = LogStats()
+    /// Loss counters changed since they were last saved (see `PersistedCounters`).
+    var countersDirty = false
+    var countersSaveScheduled = false
 }
 
 /// The writer's side: the open tail segment. Behind `BeaconLog.writerIO`, which serialises commits.

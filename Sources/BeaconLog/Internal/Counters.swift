@@ -1,0 +1,82 @@
+import Foundation
+
+/// Loss counters that outlive the process, so that `beacon status` and a restarted service still
+/// report what was dropped, refused or skipped (DESIGN §3.6: nothing is lost without being counted).
+///
+/// The writer keeps `writer.counters` (dropped and refused records), the reader
+/// `reader.counters` (corrupt records passed over). They are small JSON files replaced atomically
+/// at most once a second after a change and on close. They are diagnostics, not data: they bypass
+/// the file-system seam, are not fsynced, and a missing or damaged file counts as zeros.
+struct PersistedCounters: Codable, Equatable, Sendable {
+    var dropped: [String: UInt64] = [:]
+    var refused: [String: UInt64] = [:]
+    var skippedCorrupt: UInt64 = 0
+
+    enum CodingKeys: String, CodingKey {
+        case dropped, refused
+        case skippedCorrupt = "skipped_corrupt"
+    }
+
+    static func path(_ kind: BeaconLog.LockKind, directory: String) -> String {
+        directory + "/" + kind.rawValue + ".counters"
+    }
+
+    /// The counters in the directory: the writer's and the reader's files merged.
+    static func load(directory: String) -> PersistedCounters {
+        var merged = PersistedCounters()
+        for kind in [BeaconLog.LockKind.writer, .reader] {
+            guard let data = FileManager.default.contents(atPath: path(kind, directory: directory)),
+                  let counters = try? JSONDecoder().decode(PersistedCounters.self, from: data) else { continue }
+            if kind == .writer {
+                merged.dropped = counters.dropped
+                merged.refused = counters.refused
+            } else {
+                merged.skippedCorrupt = counters.skippedCorrupt
+            }
+        }
+        return merged
+    }
+
+    /// Replaces the `kind` file with the counters that role owns. Best effort.
+    func save(_ kind: BeaconLog.LockKind, directory: String) {
+        var owned = PersistedCounters()
+        if kind == .writer {
+            owned.dropped = dropped
+            owned.refused = refused
+        } else {
+            owned.skippedCorrupt = skippedCorrupt
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        guard let data = try? encoder.encode(owned) else { return }
+        let target = Self.path(kind, directory: directory)
+        let tmp = target + ".tmp"
+        guard FileManager.default.createFile(atPath: tmp, contents: data, attributes: [.posixPermissions: 0o600]) else { return }
+        if rename(tmp, target) != 0 { unlink(tmp) }
+    }
+}
+
+extension BeaconLog {
+    /// Notes that a loss counter changed (call with the state locked): saves them within a second.
+    func countersChanged(_ s: inout State) {
+        s.countersDirty = true
+        if s.countersSaveScheduled || s.closed { return }
+        s.countersSaveScheduled = true
+        flushQueue.asyncAfter(deadline: .now() + .seconds(1)) { [self] in
+            saveCounters()
+        }
+    }
+
+    /// Saves the counters this instance owns if they changed.
+    func saveCounters() {
+        let counters = state.withLock { s -> PersistedCounters? in
+            s.countersSaveScheduled = false
+            guard s.countersDirty else { return nil }
+            s.countersDirty = false
+            return PersistedCounters(dropped: s.stats.dropped, refused: s.stats.refused, skippedCorrupt: s.stats.skippedCorrupt)
+        }
+        guard let counters else { return }
+        if canWrite { counters.save(.writer, directory: directory) }
+        if canAcknowledge { counters.save(.reader, directory: directory) }
+    }
+}
