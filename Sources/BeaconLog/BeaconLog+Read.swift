@@ -24,6 +24,8 @@ extension BeaconLog {
             var seqs: [UInt64] = []
             records.reserveCapacity(min(maxRecords, 1024))
             seqs.reserveCapacity(min(maxRecords, 1024))
+            var ends: [LogPosition] = []
+            ends.reserveCapacity(min(maxRecords, 1024))
             var bytes = 0
             var skipped = 0
             // The last seq accepted in the current segment. Within one segment seqs go up by one;
@@ -65,6 +67,7 @@ extension BeaconLog {
                         seqs.append(seq)
                         bytes += event.count
                         pos = LogPosition(segment: pos.segment, offset: lineEnd, seq: seq + 1)
+                        ends.append(pos)
                         lastInSegment = seq
                     } else {
                         // Already delivered: a copy rewritten at the start of a segment, or before the checkpoint.
@@ -75,7 +78,7 @@ extension BeaconLog {
                     pos.offset = lineEnd
                 }
             }
-            return LogBatch(records: records, seqs: seqs, start: start, end: pos, skippedCorrupt: skipped)
+            return LogBatch(records: records, seqs: seqs, start: start, end: pos, skippedCorrupt: skipped, recordEnds: ends)
         }
     }
 

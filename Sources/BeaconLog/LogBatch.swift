@@ -14,14 +14,26 @@ public struct LogBatch: Sendable {
     public var end: LogPosition
     /// Corrupt records (bad checksum, broken line) that were passed over while reading this batch.
     public var skippedCorrupt: Int
+    /// The position just after each record, parallel to `records` (see ``end(after:)``).
+    public var recordEnds: [LogPosition]
 
-    public init(records: [ArraySlice<UInt8>], seqs: [UInt64], start: LogPosition, end: LogPosition, skippedCorrupt: Int = 0) {
+    /// A batch; `recordEnds` defaults to `end` for the last record only being known, which is what
+    /// a batch built by hand (tests, an in-memory source) usually has.
+    public init(records: [ArraySlice<UInt8>], seqs: [UInt64], start: LogPosition, end: LogPosition, skippedCorrupt: Int = 0, recordEnds: [LogPosition]? = nil) {
         precondition(records.count == seqs.count, "every record needs its sequence number")
         self.records = records
         self.seqs = seqs
         self.start = start
         self.end = end
         self.skippedCorrupt = skippedCorrupt
+        self.recordEnds = recordEnds ?? seqs.map { LogPosition(segment: end.segment, offset: end.offset, seq: $0 + 1) }
+        precondition(self.recordEnds.count == records.count, "every record needs its end position")
+    }
+
+    /// The position just after record `index`: acknowledge through it to acknowledge the first
+    /// `index + 1` records only (a batch a collector took in part, or split in two).
+    public func end(after index: Int) -> LogPosition {
+        index == records.count - 1 ? end : recordEnds[index]
     }
 
     /// True when no record was pending.

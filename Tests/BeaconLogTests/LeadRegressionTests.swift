@@ -180,3 +180,27 @@ import Testing
         }
     }
 }
+
+@Suite struct PartialAcknowledgeTests {
+    /// Acknowledging through `end(after:)` of any record, across a roll, resumes exactly after it.
+    @Test func acknowledgeAPrefixOfABatch() throws {
+        try withTemporaryDirectory { dir in
+            var config = BeaconLog.Configuration(directory: dir)
+            config.segmentBytes = 4096
+            let log = try BeaconLog(configuration: config)
+            for i in 0..<200 { try log.append(#"{"n":\#(i),"pad":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}"#) }
+            var expected: UInt64 = 0
+            for take in [1, 7, 30, 49, 13] {
+                let batch = try log.read(maxRecords: 50)
+                #expect(batch.firstSeq == expected)
+                try log.acknowledge(through: batch.end(after: take - 1))
+                expected += UInt64(take)
+                #expect(log.stats.acknowledgedSeq == expected - 1)
+            }
+            try log.close()
+            let again = try BeaconLog(configuration: config)
+            #expect(try again.read(maxRecords: 1).firstSeq == expected)
+            try again.close()
+        }
+    }
+}
