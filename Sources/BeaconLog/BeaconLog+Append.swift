@@ -161,9 +161,13 @@ extension BeaconLog {
             chunk = s.chunks.removeLast()
         } else {
             chunk = Chunk(segment: s.tailSegment, firstSeq: seq, lastSeq: seq)
-            // Room for a write threshold and a record or so, kept under malloc's mmap threshold
-            // (128 KiB) so buffers are reused from the heap, not faulted in fresh each time.
-            chunk.bytes.reserveCapacity(min(config.segmentBytes, Self.writeThreshold + 16 * 1024))
+            if let spare = s.spare.popLast() {
+                s.spareBytes -= spare.capacity
+                chunk.bytes = spare
+            } else {
+                // Room for a write threshold and a record or so.
+                chunk.bytes.reserveCapacity(min(config.segmentBytes, Self.writeThreshold + 16 * 1024))
+            }
         }
         Frame.encode(seq: seq, crc: crc, record: record, into: &chunk.bytes)
         chunk.lastSeq = seq
@@ -350,10 +354,32 @@ extension BeaconLog {
         do {
             try fs.sync(file)
             markDurable(io.unsynced, segment: io.fileSegment, size: io.fileSize)
-            io.unsynced = []
+            recycle(&io.unsynced)
             return nil
         } catch {
             return try rewriteAfterFailedSync(io: &io, error: error)
+        }
+    }
+
+    /// Hands the buffers of durable chunks back for new chunks, emptying `chunks`. Under `.none`
+    /// a segment's worth of chunks is kept until its fsync; without reuse every chunk would be
+    /// fresh memory, page-faulted in and zeroed by the kernel (a fifth of the append time).
+    func recycle(_ chunks: inout [Chunk]) {
+        var buffers: [[UInt8]] = []
+        buffers.reserveCapacity(chunks.count)
+        for i in chunks.indices {
+            var bytes: [UInt8] = []
+            swap(&bytes, &chunks[i].bytes)
+            bytes.removeAll(keepingCapacity: true)
+            buffers.append(bytes)
+        }
+        chunks = []
+        let limit = max(config.segmentBytes, 1 << 20)
+        state.withLock { s in
+            for bytes in buffers where s.spareBytes + bytes.capacity <= limit {
+                s.spareBytes += bytes.capacity
+                s.spare.append(bytes)
+            }
         }
     }
 

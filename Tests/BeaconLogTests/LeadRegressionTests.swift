@@ -204,3 +204,26 @@ import Testing
         }
     }
 }
+
+@Suite struct FrameEncodingTests {
+    /// The hand-rolled decimal writer and digit counter match Swift's for every power-of-ten edge and random values.
+    @Test func framesMatchTheTextFormat() {
+        var values: [UInt64] = [0, 1, 9, 10, 11, 99, 100, 101, UInt64(UInt32.max), UInt64.max, UInt64.max - 1]
+        var p: UInt64 = 1
+        for _ in 0..<19 {
+            p *= 10
+            values += [p - 1, p, p + 1]
+        }
+        for _ in 0..<2000 { values.append(UInt64.random(in: 0...UInt64.max) >> UInt64.random(in: 0...63)) }
+        let record = Array(#"{"a":1}"#.utf8)
+        for seq in values {
+            let crc = UInt32(truncatingIfNeeded: seq &* 2_654_435_761)
+            var out: [UInt8] = []
+            record.withUnsafeBytes { Frame.encode(seq: seq, crc: crc, record: $0, into: &out) }
+            let expected = #"{"seq":\#(seq),"crc":\#(crc),"event":{"a":1}}"# + "\n"
+            #expect(String(decoding: out, as: UTF8.self) == expected)
+            #expect(Frame.length(seq: seq, crc: crc, count: record.count) == out.count)
+            #expect(Frame.digits(seq) == String(seq).count)
+        }
+    }
+}

@@ -16,16 +16,27 @@ package enum Frame {
         25 + digits(seq) + digits(UInt64(crc)) + count  // {"seq": ,"crc": ,"event": }\n
     }
 
+    /// Powers of ten, for counting digits without dividing.
+    static let powersOfTen: [UInt64] = (0..<20).map { k in (0..<k).reduce(UInt64(1)) { p, _ in p * 10 } }
+
+    /// The number of decimal digits of `value`: from its bit length, corrected by one comparison.
     @inline(__always)
     static func digits(_ value: UInt64) -> Int {
-        var n = 1
-        var v = value
-        while v >= 10 {
-            v /= 10
-            n += 1
-        }
-        return n
+        let bits = 64 - (value | 1).leadingZeroBitCount
+        let guess = (bits * 1233) >> 12  // ≈ bits × log10(2)
+        if value == 0 { return 1 }
+        return powersOfTen.withUnsafeBufferPointer { value >= $0[guess] ? guess + 1 : guess }
     }
+
+    /// "00" … "99": two digits per division when writing numbers.
+    static let digitPairs: [UInt8] = {
+        var pairs: [UInt8] = []
+        for n in 0..<100 {
+            pairs.append(UInt8(0x30 + n / 10))
+            pairs.append(UInt8(0x30 + n % 10))
+        }
+        return pairs
+    }()
 
     /// Appends the frame of `record` (whose CRC-32C is `crc`) with sequence number `seq` to `out`.
     ///
@@ -43,12 +54,24 @@ package enum Frame {
             @inline(__always) func putDecimal(_ value: UInt64) {
                 let n = digits(value)
                 var v = value
-                var k = i + n - 1
-                repeat {
-                    h[k] = 0x30 + UInt8(truncatingIfNeeded: v % 10)
-                    v /= 10
-                    k -= 1
-                } while v > 0
+                var k = i + n
+                digitPairs.withUnsafeBufferPointer { pairs in
+                    while v >= 100 {
+                        let pair = Int(v % 100) * 2
+                        v /= 100
+                        k -= 2
+                        h[k] = pairs[pair]
+                        h[k + 1] = pairs[pair + 1]
+                    }
+                    if v >= 10 {
+                        k -= 2
+                        h[k] = pairs[Int(v) * 2]
+                        h[k + 1] = pairs[Int(v) * 2 + 1]
+                    } else {
+                        k -= 1
+                        h[k] = 0x30 + UInt8(truncatingIfNeeded: v)
+                    }
+                }
                 i += n
             }
             // {"seq":

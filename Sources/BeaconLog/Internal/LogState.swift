@@ -43,6 +43,9 @@ struct State: Sendable {
     var stats = LogStats()
     /// Loss counters changed since they were last saved (see `PersistedCounters`).
     var countersDirty = false
+    /// Emptied buffers of durable chunks, reused for new chunks (see `recycle`).
+    var spare: [[UInt8]] = []
+    var spareBytes = 0
     var countersSaveScheduled = false
 }
 
