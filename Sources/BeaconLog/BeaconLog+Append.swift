@@ -34,6 +34,12 @@ extension BeaconLog {
         return try copy.withUnsafeBytes { try appendOne($0) }
     }
 
+    /// Appends one record given as bytes (the common case, without generic dispatch).
+    @discardableResult
+    public func append(_ record: [UInt8]) throws -> UInt64 {
+        try record.withUnsafeBytes { try appendOne($0) }
+    }
+
     /// Appends one record given as a JSON string.
     @discardableResult
     public func append(_ record: String) throws -> UInt64 {
