@@ -5,7 +5,7 @@ import Glibc
 enum LogOpening {
     /// Opens the log in `directory` for a command.
     ///
-    /// For `.readOnly` access the directory must exist (a typo must not create a new, empty log
+    /// Only a writer (`.write`, `.readWrite`) creates a missing directory; for reading it must exist (a typo must not create a new, empty log
     /// that reports "0 pending"); an error says which path is missing. A held lock becomes a
     /// ``CLIError`` with ``ExitCode/locked`` naming the holder's pid and the lock file; other
     /// failures are mapped by ``ExitCode/forError(_:)``.
@@ -16,7 +16,7 @@ enum LogOpening {
     ///   - durability: when appended records become durable (only matters for writers).
     ///   - maxRecordBytes: the largest record the log accepts, if not the default (1 MiB).
     static func open(_ directory: String, access: BeaconLog.Access, durability: BeaconLog.Durability = .default, maxRecordBytes: Int? = nil) throws -> BeaconLog {
-        try requireDirectory(directory, mayCreate: access != .readOnly)
+        try requireDirectory(directory, mayCreate: access == .write || access == .readWrite)
         var configuration = BeaconLog.Configuration(directory: directory)
         configuration.access = access
         configuration.durability = durability
