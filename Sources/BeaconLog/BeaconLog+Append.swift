@@ -105,8 +105,11 @@ extension BeaconLog {
     /// the record stays in memory, is written when the disk accepts it, and must not be appended
     /// again. Says so in the error, which keeps its code.
     func keptInMemory(_ error: any Error, seqs: Range<UInt64>) -> any Error {
+        // A write error that did not fail the log went through `putBack`: the frames are kept and
+        // retried (maybe already written by the background flush since). Decided from the error, not
+        // from `writeError`, which a concurrent successful write may already have cleared.
         guard let error = error as? BeaconLogError, error.code == .diskFull || error.code == .io,
-              state.withLock({ $0.writeError != nil && $0.failure == nil }) else { return error }
+              state.withLock({ $0.failure == nil }) else { return error }
         var kept = error
         kept.keptSeqs = seqs
         kept.message = "\(error.message). The record (seq \(seqs.count == 1 ? "\(seqs.lowerBound)" : "\(seqs)")) was appended and is kept in memory until the disk accepts it: do not append it again; sync() reports when it is durable"
@@ -272,8 +275,14 @@ extension BeaconLog {
                 do {
                     if io.file != nil {
                         if let moved = try seal(io: &io) {
-                            for k in index..<chunks.count where chunks[k].segment < moved { chunks[k].segment = moved }
-                            if io.fileSegment == chunks[index].segment { continue }
+                            // These frames were taken from the buffer, so the rewrite did not count them in the tail's size.
+                            var carried: UInt64 = 0
+                            for k in index..<chunks.count where chunks[k].segment < moved {
+                                chunks[k].segment = moved
+                                carried += UInt64(chunks[k].bytes.count)
+                            }
+                            state.withLock { $0.tailSize += carried }
+                            continue
                         }
                     }
                     try enforceQuota(incoming: UInt64(chunks[index...].reduce(0) { $0 + $1.bytes.count }))
@@ -344,10 +353,14 @@ extension BeaconLog {
     /// Seals the tail segment: fsync, then close. Returns the segment the unsynced records moved to
     /// if the fsync failed and they were rewritten.
     func seal(io: inout WriterIO) throws -> UInt64? {
-        let moved = try syncTail(io: &io)
+        if let moved = try syncTail(io: &io) {
+            // The unsynced records were rewritten into a fresh segment, which is now the tail:
+            // keep it open, the frames waiting for the next segment follow them there.
+            return moved
+        }
         if let file = io.file { fs.close(file) }
         io.file = nil
-        return moved
+        return nil
     }
 
     /// Fsyncs the tail segment if it has unsynced bytes and marks them durable. An fsync error is
@@ -452,6 +465,9 @@ extension BeaconLog {
     /// advancing the checkpoint past them first and counting the pending records they held.
     func enforceQuota(incoming: UInt64) throws {
         guard config.quotaPolicy == .dropOldest else { return }
+        // Without the reader lock, another process acknowledges and deletes segments: look at the
+        // directory before believing the quota is reached.
+        var pruned = canAcknowledge
         while true {
             let victim = state.withLock { s -> (SegmentInfo, next: LogPosition)? in
                 guard Int64(s.diskBytes + incoming) > config.maxBytes, s.segments.count >= 2 else { return nil }
@@ -460,18 +476,24 @@ extension BeaconLog {
                 return (oldest, LogPosition(segment: next.number, offset: 0, seq: 0))
             }
             guard let (oldest, nextStart) = victim else { return }
-            // Sequence number of the next segment's first record: read its first line.
-            let firstSeqOfNext = try firstSeq(ofSegment: nextStart.segment) ?? state.withLock { $0.written.seq }
-            // Pending records lost with it: from the checkpoint (if it lies in this segment) to the next segment.
-            let dropped = state.withLock { s -> UInt64 in
-                if s.checkpoint.segment > oldest.number { return 0 }
-                return firstSeqOfNext > s.checkpoint.seq ? firstSeqOfNext - s.checkpoint.seq : 0
+            if !pruned {
+                try forgetSegmentsDeletedByTheReader()
+                pruned = true
+                continue
             }
+            // Sequence numbers of the victim's and the next segment's first records: read their first lines.
+            let firstSeqOfNext = try firstSeq(ofSegment: nextStart.segment) ?? state.withLock { $0.written.seq }
+            let firstSeqOfVictim = try firstSeq(ofSegment: oldest.number) ?? firstSeqOfNext
+            // Pending records lost with it: the victim's own records the checkpoint has not passed.
+            // Without the reader lock, the checkpoint on disk is the reader process's, not ours.
+            let acknowledged = canAcknowledge ? state.withLock { $0.checkpoint.seq } : checkpointSeqOnDisk()
+            let from = max(firstSeqOfVictim, acknowledged)
+            let dropped = firstSeqOfNext > from ? firstSeqOfNext - from : 0
             if canAcknowledge {
                 let advance = state.withLock { $0.checkpoint.segment <= oldest.number }
                 if advance {
                     try readerIO.withLock { rio in
-                        try writeCheckpoint(LogPosition(segment: nextStart.segment, offset: 0, seq: firstSeqOfNext), io: &rio)
+                        try writeCheckpoint(LogPosition(segment: nextStart.segment, offset: 0, seq: firstSeqOfNext), dropping: true, io: &rio)
                     }
                 }
             }
@@ -489,10 +511,33 @@ extension BeaconLog {
                         countersChanged(&s)
                     }
                 }
-                try fs.remove(path(ofSegment: oldest.number))
+                do {
+                    try fs.remove(path(ofSegment: oldest.number))
+                } catch let error as BeaconLogError where error.errno == ENOENT && !canAcknowledge {
+                    // The reader process deleted it first.
+                }
             }
             try fs.syncDirectory(directory)
         }
+    }
+
+    /// Drops from the segment list the segments a reader process deleted after acknowledging them.
+    /// The writer's own sizes are kept: it knows best how much it wrote.
+    func forgetSegmentsDeletedByTheReader() throws {
+        let present = Set(try fs.list(directory).compactMap(SegmentName.parse))
+        state.withLock { s in
+            let newest = s.segments.last?.number
+            s.segments.removeAll { !present.contains($0.number) && $0.number != newest }
+        }
+    }
+
+    /// The seq of the next unacknowledged record according to the checkpoint file (0 if none is readable).
+    func checkpointSeqOnDisk() -> UInt64 {
+        guard let file = try? fs.open(directory + "/" + Checkpoint.fileName, .read) else { return 0 }
+        defer { fs.close(file) }
+        var bytes = [UInt8](repeating: 0, count: Checkpoint.fileSize)
+        guard let n = try? bytes.withUnsafeMutableBytes({ try fs.read(file, into: $0, at: 0) }) else { return 0 }
+        return Checkpoint.decode(file: Array(bytes.prefix(n))).checkpoint?.position.seq ?? 0
     }
 
     /// The sequence number of the first valid record of a segment, reading only its first lines.

@@ -246,7 +246,8 @@ extension BeaconLog {
     }
 
     /// Writes `position` into the next checkpoint slot and makes it durable, then publishes it.
-    func writeCheckpoint(_ position: LogPosition, io: inout ReaderIO) throws {
+    /// `dropping` marks a move past records the quota deletes: they count as dropped, not acknowledged.
+    func writeCheckpoint(_ position: LogPosition, dropping: Bool = false, io: inout ReaderIO) throws {
         let path = directory + "/" + Checkpoint.fileName
         if io.checkpointFile == nil {
             if try fs.fileSize(path) == Checkpoint.fileSize.asUInt64 {
@@ -270,7 +271,7 @@ extension BeaconLog {
                 }
                 io.checkpointFile = LogFile(handle: file.handle, path: path)  // errors name the file, not the tmp
                 io.generation += 1
-                publish(position)
+                publish(position, dropping: dropping)
                 return
             }
         }
@@ -279,12 +280,12 @@ extension BeaconLog {
         try slot.withUnsafeBytes { try fs.write(io.checkpointFile!, $0, at: UInt64(Int(generation % 2) * Checkpoint.slotSize)) }
         try fs.syncData(io.checkpointFile!)
         io.generation = generation
-        publish(position)
+        publish(position, dropping: dropping)
     }
 
-    func publish(_ position: LogPosition) {
+    func publish(_ position: LogPosition, dropping: Bool) {
         state.withLock { s in
-            if position.seq > s.checkpoint.seq { s.stats.acknowledgedRecords += position.seq - s.checkpoint.seq }
+            if !dropping, position.seq > s.checkpoint.seq { s.stats.acknowledgedRecords += position.seq - s.checkpoint.seq }
             s.checkpoint = position
         }
     }

@@ -147,6 +147,14 @@ enum Recovery {
                 }
             }
         }
+        if let first = found, first.seq > position.seq, position.segment > oldest.number {
+            // The records between the checkpoint's seq and this segment's first one can only be in
+            // older segments (say, the checkpoint was written by hand or its segment number is
+            // wrong): resume at the oldest segment with the checkpoint's seq, which passes over
+            // only records that were acknowledged.
+            let resumed = LogPosition(segment: oldest.number, offset: 0, seq: position.seq)
+            return (resumed, "the checkpoint (\(position)) names a segment whose records start at seq \(first.seq); resuming at \(resumed) so that seqs \(position.seq)..<\(first.seq) in older segments are not passed over")
+        }
         let resumed = found ?? LogPosition(segment: position.segment, offset: validEnd, seq: position.seq)
         return (resumed, "the checkpoint (\(position)) does not land on a record; resuming at \(resumed), the first record at or after seq \(position.seq)")
     }

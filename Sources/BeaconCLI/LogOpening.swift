@@ -1,0 +1,51 @@
+import BeaconLog
+import Glibc
+
+/// Opening a log directory for a command, with errors that say what to do.
+enum LogOpening {
+    /// Opens the log in `directory` for a command.
+    ///
+    /// Only a writer (`.write`, `.readWrite`) creates a missing directory; for reading it must exist (a typo must not create a new, empty log
+    /// that reports "0 pending"); an error says which path is missing. A held lock becomes a
+    /// ``CLIError`` with ``ExitCode/locked`` naming the holder's pid and the lock file; other
+    /// failures are mapped by ``ExitCode/forError(_:)``.
+    ///
+    /// - Parameters:
+    ///   - directory: the log directory given on the command line.
+    ///   - access: the locks to take: `.write` to append, `.read` to acknowledge, `.readOnly` to inspect.
+    ///   - durability: when appended records become durable (only matters for writers).
+    ///   - maxRecordBytes: the largest record the log accepts, if not the default (1 MiB).
+    static func open(_ directory: String, access: BeaconLog.Access, durability: BeaconLog.Durability = .default, maxRecordBytes: Int? = nil) throws -> BeaconLog {
+        try requireDirectory(directory, mayCreate: access == .write || access == .readWrite)
+        var configuration = BeaconLog.Configuration(directory: directory)
+        configuration.access = access
+        configuration.durability = durability
+        if let maxRecordBytes { configuration.maxRecordBytes = maxRecordBytes }
+        do {
+            return try BeaconLog(configuration: configuration)
+        } catch let error as BeaconLogError where error.code == .locked {
+            let kind: BeaconLog.LockKind = (access == .write || (access == .readWrite && BeaconLog.lockHolder(.writer, directory: directory) != nil)) ? .writer : .reader
+            let pid = error.lockHolderPID ?? BeaconLog.lockHolder(kind, directory: directory)
+            let holder = pid.map { $0 > 0 ? "process \($0)" : "another process" } ?? "another process"
+            throw CLIError(.locked, "\(directory) is locked: \(holder) holds \(kind.rawValue).lock (one \(kind == .writer ? "writer" : "reader") per directory); stop it or try again later")
+        } catch {
+            throw CLIError(wrapping: error)
+        }
+    }
+
+    /// Throws ``ExitCode/ioError`` if `directory` is missing or not a directory (unless it may be
+    /// created: its parent must then exist).
+    static func requireDirectory(_ directory: String, mayCreate: Bool) throws {
+        var info = stat()
+        if stat(directory, &info) == 0 {
+            if (info.st_mode & S_IFMT) != S_IFDIR {
+                throw CLIError(.ioError, "\(directory) is not a directory; pass a Beacon log directory")
+            }
+            return
+        }
+        let reason = String(cString: strerror(errno))
+        if !mayCreate {
+            throw CLIError(.ioError, "cannot open log directory \(directory): \(reason); check the path")
+        }
+    }
+}
