@@ -158,30 +158,31 @@ extension BeaconLog {
     func buffer(_ s: inout State, record: UnsafeRawBufferPointer, crc: UInt32) -> UInt64 {
         let seq = s.nextSeq
         s.nextSeq += 1
-        let length = Frame.length(seq: seq, crc: crc, count: record.count)
+        let seqDigits = Frame.digits(seq)
+        let crcDigits = Frame.digits(UInt64(crc))
+        let length = 25 + seqDigits + crcDigits + record.count  // Frame.length
         if s.tailSize > 0 && s.tailSize + UInt64(length) > UInt64(config.segmentBytes) {
             s.tailSegment += 1
             s.tailSize = 0
         }
-        // Move the open chunk out of the array while framing into it, so its bytes stay uniquely
-        // referenced and are appended to in place.
-        var chunk: Chunk
-        if let last = s.chunks.last, last.segment == s.tailSegment {
-            chunk = s.chunks.removeLast()
-        } else {
-            chunk = Chunk(segment: s.tailSegment, firstSeq: seq, lastSeq: seq)
+        if s.chunks.last?.segment != s.tailSegment {
+            let bytes: FrameBuffer
             if let spare = s.spare.popLast() {
                 s.spareBytes -= spare.capacity
-                chunk.bytes = spare
+                bytes = spare
             } else {
                 // Room for a write threshold and a record or so.
-                chunk.bytes.reserveCapacity(min(config.segmentBytes, Self.writeThreshold + 16 * 1024))
+                bytes = FrameBuffer(capacity: min(config.segmentBytes, Self.writeThreshold + 16 * 1024))
             }
+            s.chunks.append(Chunk(segment: s.tailSegment, bytes: bytes, firstSeq: seq, lastSeq: seq))
         }
-        Frame.encode(seq: seq, crc: crc, record: record, into: &chunk.bytes)
-        chunk.lastSeq = seq
-        chunk.records += 1
-        s.chunks.append(chunk)
+        // The open chunk is mutated in place: its buffer is a class, so no copy-on-write.
+        let last = s.chunks.count - 1
+        let out = s.chunks[last].bytes
+        Frame.write(seq: seq, crc: crc, seqDigits: seqDigits, crcDigits: crcDigits, record: record, to: out.tail(reserving: length))
+        out.count += length
+        s.chunks[last].lastSeq = seq
+        s.chunks[last].records += 1
         s.tailSize += UInt64(length)
         s.bufferedBytes += length
         s.bufferedRecords += 1
@@ -295,7 +296,7 @@ extension BeaconLog {
             let chunk = chunks[index]
             do {
                 try enforceQuota(incoming: UInt64(chunk.bytes.count))
-                try chunk.bytes.withUnsafeBytes { try fs.write(io.file!, $0) }
+                try fs.write(io.file!, chunk.bytes.bytes)
             } catch {
                 // Never leave a partial record behind: cut the file back to the last whole chunk.
                 do {
@@ -384,20 +385,14 @@ extension BeaconLog {
     /// a segment's worth of chunks is kept until its fsync; without reuse every chunk would be
     /// fresh memory, page-faulted in and zeroed by the kernel (a fifth of the append time).
     func recycle(_ chunks: inout [Chunk]) {
-        var buffers: [[UInt8]] = []
-        buffers.reserveCapacity(chunks.count)
-        for i in chunks.indices {
-            var bytes: [UInt8] = []
-            swap(&bytes, &chunks[i].bytes)
-            bytes.removeAll(keepingCapacity: true)
-            buffers.append(bytes)
-        }
+        let buffers = chunks.map(\.bytes)
         chunks = []
         let limit = max(config.segmentBytes, 1 << 20)
         state.withLock { s in
-            for bytes in buffers where s.spareBytes + bytes.capacity <= limit {
-                s.spareBytes += bytes.capacity
-                s.spare.append(bytes)
+            for buffer in buffers where s.spareBytes + buffer.capacity <= limit {
+                buffer.count = 0
+                s.spareBytes += buffer.capacity
+                s.spare.append(buffer)
             }
         }
     }
@@ -431,7 +426,7 @@ extension BeaconLog {
             try startSegment(target, io: &io)
             for var chunk in pending {
                 chunk.segment = target
-                try chunk.bytes.withUnsafeBytes { try fs.write(io.file!, $0) }
+                try fs.write(io.file!, chunk.bytes.bytes)
                 io.fileSize += UInt64(chunk.bytes.count)
             }
             try fs.sync(io.file!)

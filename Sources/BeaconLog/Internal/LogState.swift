@@ -8,7 +8,7 @@ struct SegmentInfo: Sendable {
 /// Framed records waiting to be written, all destined for one segment.
 struct Chunk: Sendable {
     var segment: UInt64
-    var bytes: [UInt8] = []
+    var bytes: FrameBuffer
     var firstSeq: UInt64
     var lastSeq: UInt64
     var records: Int = 0
@@ -44,7 +44,7 @@ struct State: Sendable {
     /// Loss counters changed since they were last saved (see `PersistedCounters`).
     var countersDirty = false
     /// Emptied buffers of durable chunks, reused for new chunks (see `recycle`).
-    var spare: [[UInt8]] = []
+    var spare: [FrameBuffer] = []
     var spareBytes = 0
     var countersSaveScheduled = false
 }
