@@ -66,6 +66,8 @@ public final class Beacon: Sendable {
         logConfig.maxBytes = configuration.maxBytes
         logConfig.quotaPolicy = configuration.quotaPolicy
         logConfig.maxRecordBytes = configuration.maxRecordBytes
+        precondition(configuration.logAccess == .readWrite || configuration.logAccess == .write, "a tracker appends: logAccess must be .readWrite or .write")
+        logConfig.access = configuration.logAccess
         let log = try BeaconLog(configuration: logConfig)
         self.log = log
         self.elapsed = Beacon.elapsedClock(configuration.monotonicClock)
