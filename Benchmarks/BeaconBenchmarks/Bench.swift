@@ -239,6 +239,9 @@ struct Report {
                 }
                 let perRound = figures.filter { $0.key == b.key }.map { grouped($0.eventsPerSecond) }.joined(separator: " ")
                 row += "   beacon: " + perRound
+                if let raw {
+                    row += "; raw: " + figures.filter { $0.key == raw.key }.map { grouped($0.eventsPerSecond) }.joined(separator: " ")
+                }
                 lines.append(row)
             }
             lines.append("")
