@@ -264,11 +264,17 @@ public final class Beacon: Sendable {
         do { try log.close() } catch { noteStorageError(error) }
     }
 
-    /// Blocks until every record tracked before the call is in the log and fsynced.
-    func syncNow() throws {
+    /// Blocks until every event tracked before the call is written to the log and fsynced
+    /// (durable on disk, not delivered). Throws the log's error if the fsync fails.
+    ///
+    /// `track` never waits for the disk; call this where a step must not continue before its
+    /// events are safe, or in tests.
+    public func sync() throws {
         writer.waitUntilWritten()
         try log.sync()
     }
+
+    func syncNow() throws { try sync() }
 
     func noteStorageError(_ error: any Error) {
         counters.withLock { $0.lastError = "\(error)" }
