@@ -9,6 +9,7 @@ var benchPhases: [any BenchPhase.Type] {
         AppendPhase.self,
         DrainPhase.self,
         OpenPhase.self,
+        TrackPhase.self,
     ]
 }
 

@@ -38,6 +38,10 @@ extension Beacon {
         public var quotaPolicy: BeaconLog.QuotaPolicy = .dropOldest
         /// The largest encoded event accepted, in bytes. Default 1 MiB (BeaconLog's default).
         public var maxRecordBytes: Int = 1 << 20
+        /// The log locks the tracker takes. Default `.readWrite` (it appends and delivers);
+        /// `.write` appends only, leaving the reader lock to another process that delivers
+        /// (`beacon send`).
+        public var logAccess: BeaconLog.Access = .readWrite
 
         // MARK: Hand-off between `track` and the writer
 

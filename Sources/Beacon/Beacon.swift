@@ -66,6 +66,8 @@ public final class Beacon: Sendable {
         logConfig.maxBytes = configuration.maxBytes
         logConfig.quotaPolicy = configuration.quotaPolicy
         logConfig.maxRecordBytes = configuration.maxRecordBytes
+        precondition(configuration.logAccess == .readWrite || configuration.logAccess == .write, "a tracker appends: logAccess must be .readWrite or .write")
+        logConfig.access = configuration.logAccess
         let log = try BeaconLog(configuration: logConfig)
         self.log = log
         self.elapsed = Beacon.elapsedClock(configuration.monotonicClock)
@@ -262,11 +264,17 @@ public final class Beacon: Sendable {
         do { try log.close() } catch { noteStorageError(error) }
     }
 
-    /// Blocks until every record tracked before the call is in the log and fsynced.
-    func syncNow() throws {
+    /// Blocks until every event tracked before the call is written to the log and fsynced
+    /// (durable on disk, not delivered). Throws the log's error if the fsync fails.
+    ///
+    /// `track` never waits for the disk; call this where a step must not continue before its
+    /// events are safe, or in tests.
+    public func sync() throws {
         writer.waitUntilWritten()
         try log.sync()
     }
+
+    func syncNow() throws { try sync() }
 
     func noteStorageError(_ error: any Error) {
         counters.withLock { $0.lastError = "\(error)" }

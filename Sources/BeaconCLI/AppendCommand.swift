@@ -6,7 +6,7 @@ struct AppendCommand: Command {
     static let name = "append"
     static let summary = "Append standard input, one JSON value per line, as records"
     static let usage = """
-        beacon append DIR [--sync each|batch|none] [--max-bytes N]
+        beacon append DIR [--sync each|batch|none] [--max-bytes N] [--max-disk N]
           Reads standard input, one JSON value per line, and appends each as a record while holding
           DIR's writer lock (DIR is created if missing). Surrounding whitespace is trimmed. A line
           that is not valid JSON (RFC 8259) or is too large is reported on stderr with its line
@@ -16,6 +16,8 @@ struct AppendCommand: Command {
           --sync batch   group commit: one write + fdatasync per 100 records or 10 ms (default)
           --sync none    no fsync until the end (fastest; a power loss may lose the unsynced part)
           --max-bytes N  the largest record accepted, in bytes (default 1MiB; suffixes KiB, MiB)
+          --max-disk N   the most disk the segments may use (default 256MiB); beyond it the
+                         oldest segment is dropped, counted and reported (status: dropped)
           Exit: 0 all lines appended, 65 some lines refused, 74 I/O error, 75 DIR has a writer.
         """
 
@@ -23,18 +25,26 @@ struct AppendCommand: Command {
     static let groupSize = 1024
 
     static func run(_ arguments: [String]) throws -> Int32 {
-        let args = try ParsedArguments(arguments, options: ["--sync", "--max-bytes"], positionals: 1...1)
+        let args = try ParsedArguments(arguments, options: ["--sync", "--max-bytes", "--max-disk"], positionals: 1...1)
         let sync = try args.choice("--sync", ["each", "batch", "none"], default: "batch")
         let maxBytes = try args.integer("--max-bytes", default: 1 << 20, in: 1...(4 << 20))
+        let maxDisk = try args.integer("--max-disk", default: 256 << 20, in: (16 << 20)...Int.max)
         let durability: BeaconLog.Durability = switch sync {
         case "each": .everyRecord
         case "none": .none
         default: .default
         }
-        let log = try LogOpening.open(args.positionals[0], access: .write, durability: durability, maxRecordBytes: maxBytes)
+        let log = try LogOpening.open(args.positionals[0], access: .write) {
+            $0.durability = durability
+            $0.maxRecordBytes = maxBytes
+            $0.maxBytes = Int64(maxDisk)
+        }
+        let droppedBefore = log.stats.dropped.values.reduce(0, +)
         var appender = LineAppender(log: log, maxRecordBytes: maxBytes, eachDurable: sync == "each")
+        var dropped: UInt64 = 0
         do {
             try appender.appendLines(from: 0)
+            dropped = log.stats.dropped.values.reduce(0, +) - droppedBefore
             try log.close()
         } catch {
             try? appender.flushGroup()
@@ -42,6 +52,9 @@ struct AppendCommand: Command {
             appender.stderr.write("beacon append: stopped at line \(appender.lineNumber) after appending \(appender.appended) records: \(CLIError.describe(error))\n")
             try? appender.stderr.flush()
             return ExitCode.forError(error).rawValue
+        }
+        if dropped > 0 {
+            appender.stderr.write("beacon append: the disk quota (--max-disk \(maxDisk) bytes) dropped \(dropped) of the oldest pending records; drain more often or raise --max-disk\n")
         }
         if appender.refused > 0 {
             appender.stderr.write("beacon append: appended \(appender.appended) records; refused \(appender.refused) of \(appender.lineNumber) lines\n")

@@ -6,6 +6,7 @@ enum BeaconTool {
     static var commands: [any Command.Type] {
         [
             AppendCommand.self,
+            TrackCommand.self,
             DrainCommand.self,
             CatCommand.self,
             StatusCommand.self,

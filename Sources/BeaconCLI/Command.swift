@@ -2,7 +2,7 @@
 ///
 /// Adding a command is one new file with a type conforming to `Command`, plus one line in
 /// ``BeaconTool/commands``. Parse with ``ParsedArguments``, open logs with
-/// ``LogOpening/open(_:access:durability:maxRecordBytes:)``, write output through ``Console``, and
+/// ``LogOpening/open(_:access:configure:)``, write output through ``Console``, and
 /// throw ``CLIError`` (or let a `BeaconLogError` through: ``ExitCode/forError(_:)`` maps it).
 ///
 /// ```swift

@@ -12,14 +12,15 @@ struct DrainCommand: Command {
           standard output is a regular file, fdatasync'ed), holding DIR's reader lock. Stops when
           no records are pending. A crash in between prints a batch again: at least once.
           Example: beacon drain DIR | kcat -P -b broker -t events
-          --batch N   records per batch (default 1000)
+          --batch N   records per batch, one durable acknowledgement each (default 10000;
+                      after a crash at most one batch is printed again)
           Exit: 0 ok, 1 corrupt records were passed over, 74 I/O error (e.g. the pipe closed;
           the unwritten batch stays pending), 75 DIR has a reader.
         """
 
     static func run(_ arguments: [String]) throws -> Int32 {
         let args = try ParsedArguments(arguments, options: ["--batch"], positionals: 1...1)
-        let batchSize = try args.integer("--batch", default: 1000, in: 1...1_000_000)
+        let batchSize = try args.integer("--batch", default: 10_000, in: 1...1_000_000)
         let log = try LogOpening.open(args.positionals[0], access: .read)
         defer { try? log.close() }
         var out = Console(fd: 1, capacity: 1 << 20)

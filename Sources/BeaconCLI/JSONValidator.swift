@@ -177,7 +177,7 @@ enum JSONValidator {
         mutating func string() -> Failure? {
             i += 1
             while true {
-                // Eight plain ASCII bytes (no quote, backslash, control or non-ASCII) at a time.
+                // Eight plain ASCII bytes (no quote, backslash, control or non-ASCII) at a time (little-endian loads).
                 while n - i >= 8 {
                     let x = UnsafeRawPointer(p + i).loadUnaligned(as: UInt64.self)
                     let high: UInt64 = 0x8080_8080_8080_8080
@@ -187,7 +187,11 @@ enum JSONValidator {
                     let special = (x | ((x &- ones &* 0x20) & ~x)
                         | ((quote &- ones) & ~quote)
                         | ((backslash &- ones) & ~backslash)) & high
-                    if special != 0 { break }
+                    if special != 0 {
+                        // The lowest flagged byte is exact (borrows only run upwards): go straight to it.
+                        i += special.trailingZeroBitCount >> 3
+                        break
+                    }
                     i += 8
                 }
                 guard i < n else { return fail(.unterminatedString) }

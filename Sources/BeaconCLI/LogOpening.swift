@@ -2,6 +2,9 @@ import BeaconLog
 import Glibc
 
 /// Opening a log directory for a command, with errors that say what to do.
+///
+/// Use it instead of `BeaconLog(configuration:)` in commands: it refuses to create a directory
+/// for a reading command and turns a held lock into exit code 75 naming the holder.
 enum LogOpening {
     /// Opens the log in `directory` for a command.
     ///
@@ -13,14 +16,16 @@ enum LogOpening {
     /// - Parameters:
     ///   - directory: the log directory given on the command line.
     ///   - access: the locks to take: `.write` to append, `.read` to acknowledge, `.readOnly` to inspect.
-    ///   - durability: when appended records become durable (only matters for writers).
-    ///   - maxRecordBytes: the largest record the log accepts, if not the default (1 MiB).
-    static func open(_ directory: String, access: BeaconLog.Access, durability: BeaconLog.Durability = .default, maxRecordBytes: Int? = nil) throws -> BeaconLog {
+    ///   - configure: sets anything else in the configuration (durability, quota, record size).
+    ///
+    /// ```swift
+    /// let log = try LogOpening.open(dir, access: .write) { $0.durability = .everyRecord }
+    /// ```
+    static func open(_ directory: String, access: BeaconLog.Access, configure: (inout BeaconLog.Configuration) -> Void = { _ in }) throws -> BeaconLog {
         try requireDirectory(directory, mayCreate: access == .write || access == .readWrite)
         var configuration = BeaconLog.Configuration(directory: directory)
         configuration.access = access
-        configuration.durability = durability
-        if let maxRecordBytes { configuration.maxRecordBytes = maxRecordBytes }
+        configure(&configuration)
         do {
             return try BeaconLog(configuration: configuration)
         } catch let error as BeaconLogError where error.code == .locked {

@@ -115,6 +115,23 @@ import Testing
         }
     }
 
+    /// Past --max-disk the oldest segments go: counted in status and reported by append.
+    @Test func appendReportsWhatTheDiskQuotaDropped() throws {
+        try withTemporaryDirectory { dir in
+            let records = events(120_000)  // about 27 MiB framed, over a 16 MiB quota
+            let result = try Run.run(["append", dir, "--sync", "none", "--max-disk", "16MiB"], stdin: stdinData(records))
+            #expect(result.status == 0)
+            let status = try statusJSON(dir)
+            let dropped = try #require((status["dropped"] as? [String: Int])?["quota"])
+            #expect(dropped > 0)
+            #expect(result.stderr.contains("dropped \(dropped) of the oldest pending records"))
+            #expect((status["disk_bytes"] as? Int ?? .max) <= 16 << 20)
+            // What is left is the newest records, in order, ending with the last one.
+            let left = try Run.run(["cat", dir, "--all"]).stdoutLines
+            #expect(left == Array(records[(records.count - left.count)...]))
+        }
+    }
+
     @Test func appendToADirectoryWithAWriterExits75NamingThePid() throws {
         try withTemporaryDirectory { dir in
             var config = BeaconLog.Configuration(directory: dir)

@@ -6,7 +6,7 @@ import Foundation
 enum JSONBytes {
     static let hex: [UInt8] = Array("0123456789abcdef".utf8)
 
-    /// Appends `"…"` with `"`, `\` and every control character below 0x20 escaped.
+    /// Appends `"…"` with `"`, `\`, every control character below 0x20 and U+FEFF escaped.
     @inline(__always)
     static func appendString(_ string: String, to out: inout [UInt8]) {
         var string = string
@@ -24,6 +24,14 @@ enum JSONBytes {
                 if index > start { out.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<index])) }
                 appendEscape(byte, to: &out)
                 start = index + 1
+            } else if byte == 0xEF, index + 2 < count, utf8[index + 1] == 0xBB, utf8[index + 2] == 0xBF {
+                // U+FEFF (byte-order mark) is written as \ufeff: a parser that strips a leading BOM
+                // from a string, as Foundation's JSONSerialization on Linux does, then keeps it.
+                if index > start { out.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<index])) }
+                out.append(contentsOf: [0x5C, 0x75, 0x66, 0x65, 0x66, 0x66])
+                index += 3
+                start = index
+                continue
             }
             index += 1
         }

@@ -1,0 +1,86 @@
+import Beacon
+import Foundation
+
+/// `track` end to end: the WORKLOAD event tracked through `Beacon.track` (validate, encode on the
+/// caller's thread, hand-off, one writer group-committing through BeaconLog under the default
+/// durability), timed until every event is durable (`beacon.sync()`), with 1 and 2 producer
+/// threads; and the encode cost alone (`validate`, which encodes without queuing), in ns/event.
+///
+/// The event: `track("Purchase", properties: ["price": 9.99, "item": "book", "count": 3, "vip": true],
+/// distinctId: "user-<i % 1000>")`, the dictionary literal written per call as a caller would,
+/// plus the presets `$lib`, `$lib_version`, `$os`, `$os_version`, `$model` (9 properties).
+enum TrackPhase: BenchPhase {
+    static let name = "track"
+    static let summary = "Beacon.track end to end to durable (default policy), 1 and 2 producers; encode ns/event"
+
+    static func runRound(_ context: BenchContext) throws -> [Figure] {
+        let n = context.n("none")
+        let users = (0..<1000).map { "user-\($0)" }
+        var figures: [Figure] = []
+        for producers in [1, 2] {
+            let config = configuration(try context.scratch("beacon-track-\(producers)"))
+            let beacon = try Beacon(configuration: config)
+            let perThread = n / producers
+            let seconds = try time {
+                if producers == 1 {
+                    trackLoop(beacon, users, 0..<perThread)
+                } else {
+                    let group = DispatchGroup()
+                    for p in 0..<producers {
+                        group.enter()
+                        let range = (p * perThread)..<((p + 1) * perThread)
+                        Thread {
+                            trackLoop(beacon, users, range)
+                            group.leave()
+                        }.start()
+                    }
+                    group.wait()
+                }
+                try beacon.sync()
+            }
+            let stats = beacon.stats
+            beacon.closeNow()
+            guard stats.durable == UInt64(perThread * producers), stats.droppedTotal == 0, stats.invalid == 0 else {
+                throw BenchFailure("track: \(stats.durable) of \(perThread * producers) durable, dropped \(stats.dropped), invalid \(stats.invalid)")
+            }
+            let bytes = directoryBytes(config.directory)
+            figures.append(.throughput("beacon", "track", "producers\(producers)", n: perThread * producers, bytes: bytes, seconds: seconds))
+        }
+        // Encode alone: validate() builds the same bytes and drops them.
+        let beacon = try Beacon(configuration: configuration(try context.scratch("beacon-track-encode")))
+        let encodeSeconds = try time {
+            for i in 0..<n {
+                try beacon.validate("Purchase", properties: ["price": 9.99, "item": "book", "count": 3, "vip": true], distinctId: users[i % 1000])
+            }
+        }
+        beacon.closeNow()
+        figures.append(.value("beacon", "track", "encode_ns", encodeSeconds / Double(n) * 1e9, fields: [("n", String(n))]))
+        return figures
+    }
+
+    static func configuration(_ directory: String) -> Beacon.Configuration {
+        var config = Beacon.Configuration(directory: directory)
+        config.lifecycleEvents = false
+        config.maxBytes = 4 << 30
+        return config
+    }
+
+    static func trackLoop(_ beacon: Beacon, _ users: [String], _ range: Range<Int>) {
+        for i in range {
+            beacon.track("Purchase", properties: ["price": 9.99, "item": "book", "count": 3, "vip": true], distinctId: users[i % 1000])
+        }
+    }
+
+    /// Bytes of the segments (framing included), as an approximation of the encoded payload.
+    static func directoryBytes(_ directory: String) -> Int {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        return names.filter { $0.hasSuffix(".jsonl") }.reduce(0) { total, name in
+            total + ((try? FileManager.default.attributesOfItem(atPath: directory + "/" + name)[.size] as? Int) ?? 0)
+        }
+    }
+}
+
+struct BenchFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
