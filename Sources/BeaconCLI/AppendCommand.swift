@@ -18,6 +18,8 @@ struct AppendCommand: Command {
           --max-bytes N  the largest record accepted, in bytes (default 1MiB; suffixes KiB, MiB)
           --max-disk N   the most disk the segments may use (default 256MiB); beyond it the
                          oldest segment is dropped, counted and reported (status: dropped)
+          SIGINT or SIGTERM stop reading: the complete lines read so far are appended and made
+          durable, then the command exits with 128 + the signal number (130 for Ctrl-C).
           Exit: 0 all lines appended, 65 some lines refused, 74 I/O error, 75 DIR has a writer.
         """
 
@@ -34,6 +36,7 @@ struct AppendCommand: Command {
         case "none": .none
         default: .default
         }
+        Interruption.install()
         let log = try LogOpening.open(args.positionals[0], access: .write) {
             $0.durability = durability
             $0.maxRecordBytes = maxBytes
@@ -52,6 +55,11 @@ struct AppendCommand: Command {
             appender.stderr.write("beacon append: stopped at line \(appender.lineNumber) after appending \(appender.appended) records: \(CLIError.describe(error))\n")
             try? appender.stderr.flush()
             return ExitCode.forError(error).rawValue
+        }
+        if Interruption.signal != 0 {
+            appender.stderr.write("beacon append: interrupted by signal \(Interruption.signal) after \(appender.lineNumber) lines; the \(appender.appended) records appended are durable\n")
+            try? appender.stderr.flush()
+            return 128 + Interruption.signal
         }
         if dropped > 0 {
             appender.stderr.write("beacon append: the disk quota (--max-disk \(maxDisk) bytes) dropped \(dropped) of the oldest pending records; drain more often or raise --max-disk\n")
@@ -101,9 +109,20 @@ struct LineAppender {
         var skipping = false  // inside a line too long to hold; dropping bytes to its end
         var skippedBytes = 0
         while true {
+            if Interruption.signal != 0 {
+                try flushGroup()
+                return
+            }
             let n = read(fd, buffer + end, capacity - end)
             if n < 0 {
-                if errno == EINTR { continue }
+                if errno == EINTR {
+                    if Interruption.signal != 0 {
+                        // Ctrl-C or SIGTERM: the incomplete last line is dropped; all complete ones are kept.
+                        try flushGroup()
+                        return
+                    }
+                    continue
+                }
                 throw CLIError(.ioError, "cannot read standard input: \(String(cString: strerror(errno)))")
             }
             if n == 0 { break }
