@@ -42,6 +42,7 @@ final class FaultyFileSystem: FileSystem, Sendable {
         var faults: [Fault] = []
         var journal: [Call] = []
         var spaceLeft: Int?
+        var skipSyncs = false
     }
 
     let base = SystemFileSystem()
@@ -68,6 +69,13 @@ final class FaultyFileSystem: FileSystem, Sendable {
     var spaceLeft: Int? {
         get { script.withLock { $0.spaceLeft } }
         set { script.withLock { $0.spaceLeft = newValue } }
+    }
+
+    /// When true, fsync, fdatasync and directory fsyncs succeed without reaching the disk: for
+    /// sweeps that test recovery logic, not durability, and run thousands of opens.
+    var skipSyncs: Bool {
+        get { script.withLock { $0.skipSyncs } }
+        set { script.withLock { $0.skipSyncs = newValue } }
     }
 
     /// Every call so far.
@@ -170,11 +178,13 @@ final class FaultyFileSystem: FileSystem, Sendable {
 
     func sync(_ file: LogFile) throws {
         if let f = check(.sync, file.path) { throw fail(f.errno, file.path, "fsync") }
+        if skipSyncs { return }
         try base.sync(file)
     }
 
     func syncData(_ file: LogFile) throws {
         if let f = check(.syncData, file.path) { throw fail(f.errno, file.path, "fdatasync") }
+        if skipSyncs { return }
         try base.syncData(file)
     }
 
@@ -210,6 +220,7 @@ final class FaultyFileSystem: FileSystem, Sendable {
 
     func syncDirectory(_ path: String) throws {
         if let f = check(.syncDirectory, path) { throw fail(f.errno, path, "fsync") }
+        if skipSyncs { return }
         try base.syncDirectory(path)
     }
 
