@@ -225,7 +225,7 @@ struct Report {
         let throughput = medians.filter { $0.valueName == nil && $0.peer == "beacon" }
         if !throughput.isEmpty {
             lines.append(pad("phase", 6) + pad("mode", 10) + pad("n", 9, right: true) + pad("beacon ev/s", 14, right: true) + pad("MB/s", 9, right: true)
-                + pad("raw ev/s", 13, right: true) + pad("MB/s", 9, right: true) + pad("beacon/raw", 12, right: true) + "   beacon ev/s per round")
+                + pad("raw ev/s", 13, right: true) + pad("MB/s", 9, right: true) + pad("beacon/raw", 12, right: true) + "   ev/s per round")
             for b in throughput {
                 guard case .throughput(let n, let bytes, let seconds) = b.kind else { continue }
                 let raw = medians.first { $0.peer == "raw" && $0.phase == b.phase && $0.mode == b.mode && $0.valueName == nil }
@@ -238,7 +238,10 @@ struct Report {
                     row += pad("-", 13, right: true) + pad("-", 9, right: true) + pad("-", 12, right: true)
                 }
                 let perRound = figures.filter { $0.key == b.key }.map { grouped($0.eventsPerSecond) }.joined(separator: " ")
-                row += "   " + perRound
+                row += "   beacon: " + perRound
+                if let raw {
+                    row += "; raw: " + figures.filter { $0.key == raw.key }.map { grouped($0.eventsPerSecond) }.joined(separator: " ")
+                }
                 lines.append(row)
             }
             lines.append("")

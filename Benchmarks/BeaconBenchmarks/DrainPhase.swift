@@ -9,6 +9,11 @@ enum DrainPhase: BenchPhase {
 
     static func runRound(_ context: BenchContext) throws -> [Figure] {
         let payloads = context.payloads(context.n("none"))
+        // Alternate which runs first (see AppendPhase).
+        if context.round % 2 == 0 {
+            let raw = try raw(payloads, context)
+            return [try beacon(payloads, context), raw]
+        }
         return [try beacon(payloads, context), try raw(payloads, context)]
     }
 
