@@ -303,10 +303,7 @@ extension Beacon {
 
     /// Unique within the instance (a bijective mix of a counter), random-looking across instances.
     static func defaultTrackIdGenerator() -> @Sendable () -> UInt64 {
-        let seed = UInt64.random(in: .min ... .max)
-        let counter = Atomic<UInt64>(0)
-        let box = CounterBox(seed: seed)
-        _ = counter
+        let box = CounterBox(seed: UInt64.random(in: .min ... .max))
         return { box.next() }
     }
 
