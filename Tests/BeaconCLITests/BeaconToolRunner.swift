@@ -102,3 +102,65 @@ func statusJSON(_ dir: String) throws -> [String: Any] {
     }
     return object
 }
+
+/// A `beacon` process left running while the test does other things: its stdin stays open
+/// until ``finish()``.
+final class RunningTool {
+    let process = Process()
+    private let input = Pipe()
+    private let errPath: String
+    private let outPath: String
+
+    /// Starts `beacon ARGS`; stdout goes to `stdoutFile` (appended to) or a scratch file.
+    init(_ arguments: [String], stdoutFile: String? = nil) throws {
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("beacon-cli-bg-\(UUID().uuidString)").path
+        errPath = scratch + ".err"
+        outPath = stdoutFile ?? scratch + ".out"
+        if !FileManager.default.fileExists(atPath: outPath) { _ = FileManager.default.createFile(atPath: outPath, contents: nil) }
+        _ = FileManager.default.createFile(atPath: errPath, contents: nil)
+        process.executableURL = URL(fileURLWithPath: BeaconToolRunner.executable)
+        process.arguments = arguments
+        process.standardInput = input
+        let out = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
+        try out.seekToEnd()
+        process.standardOutput = out
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
+        try process.run()
+    }
+
+    var pid: Int32 { process.processIdentifier }
+
+    /// Writes `lines` (each with a newline) to the tool's stdin.
+    func send(_ lines: [String]) throws {
+        try input.fileHandleForWriting.write(contentsOf: stdinData(lines))
+    }
+
+    /// Closes stdin and waits for the exit.
+    func finish() throws -> (status: Int32, stderr: String) {
+        try input.fileHandleForWriting.close()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: FileManager.default.contents(atPath: errPath) ?? Data(), as: UTF8.self))
+    }
+
+    /// SIGKILL, then wait.
+    func kill() {
+        _ = Glibc.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        try? input.fileHandleForWriting.close()
+    }
+
+    deinit {
+        if process.isRunning { kill() }
+        try? FileManager.default.removeItem(atPath: errPath)
+    }
+}
+
+/// Polls `condition` every 10 ms for up to `seconds`; returns whether it became true.
+func eventually(within seconds: Double = 10, _ condition: () throws -> Bool) rethrows -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if try condition() { return true }
+        usleep(10_000)
+    }
+    return try condition()
+}

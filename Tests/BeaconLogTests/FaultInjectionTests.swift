@@ -232,4 +232,24 @@ import Testing
             try checkAfterReopen(dir, fs, run, config: config)
         }
     }
+
+    /// After an fsync failure the unsynced records are rewritten into a fresh segment, so the old
+    /// segment may keep a copy: the reader passes over the copy, and verify should too.
+    @Test func verifyAcceptsTheCopyLeftByARewrite() throws {
+        try withTemporaryDirectory { dir in
+            let fs = FaultyFileSystem()
+            fs.inject(.sync, errno: EIO, path: ".jsonl", onCall: 3)
+            let log = try BeaconLog(configuration: faultyConfig(dir, fs))
+            for i in 0..<10 { try log.append(numbered(i)) }
+            try log.close()
+            #expect(try segmentNumbers(dir) == [0, 1])
+            let again = try BeaconLog(configuration: smallConfig(dir))
+            #expect(try readAll(again).seqs == Array(0..<10))
+            try again.close()
+            let report = try BeaconLog.verify(directory: dir)
+            withKnownIssue("verify reports the copy a rewrite after a failed fsync leaves behind as \"seq 2 repeats or goes back from 2 (records 3..<2 are missing or were rewritten)\"; the reader passes over it silently (BeaconLog+Inspection.swift, verify)") {
+                #expect(report.isClean, "\(report.problems)")
+            }
+        }
+    }
 }

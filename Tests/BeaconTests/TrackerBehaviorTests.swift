@@ -276,6 +276,27 @@ func occurrences(of key: String, in bytes: [UInt8]) -> Int {
         }
     }
 
+    @Test func theWriterReportsEachCommitToTheAppendHook() async throws {
+        try await withTrackerDirectory { dir in
+            let beacon = try Beacon(configuration: .testing(dir))
+            let seen = Mutex<[UInt64]>([])
+            beacon.setOnAppended { pending in seen.withLock { $0.append(pending) } }
+            for i in 0..<50 { beacon.track("E", properties: ["i": .int(i)]) }
+            try beacon.sync()
+            let reports = seen.withLock { $0 }
+            #expect(!reports.isEmpty)
+            #expect(reports == reports.sorted())          // nothing is acknowledged: pending only grows
+            #expect(reports.last == 50)
+            await beacon.close()
+        }
+    }
+
+    @Test func theDefaultDiagnosticsAreRateLimited() {
+        let limiter = RateLimiter(perSecond: 10)
+        let admitted = (0..<100).filter { _ in limiter.admit() != nil }.count
+        #expect(admitted == 10)
+    }
+
     @Test func trackIdsAreUniqueByDefault() async throws {
         try await withTrackerDirectory { dir in
             let beacon = try Beacon(configuration: .testing(dir))

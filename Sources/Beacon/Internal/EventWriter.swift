@@ -70,7 +70,9 @@ final class EventWriter: @unchecked Sendable {
                 return .dropped(reason: "backpressure")
             case .block(let timeout):
                 let (seconds, attoseconds) = timeout.components
-                let deadline = ConditionLock.monotonicNanoseconds() + UInt64(max(0, seconds)) * 1_000_000_000 + UInt64(max(0, attoseconds) / 1_000_000_000)
+                // Clamped to about a century so the sum cannot overflow.
+                let wait = UInt64(min(max(0, seconds), 3_000_000_000)) * 1_000_000_000 + UInt64(max(0, attoseconds) / 1_000_000_000)
+                let deadline = ConditionLock.monotonicNanoseconds() + wait
                 waiters += 1
                 var timedOut = false
                 while queuedBytes + record.count > capacity && !queue.isEmpty && !closing {

@@ -38,7 +38,7 @@ enum Validation {
 
     static func isReserved(_ utf8: UnsafeBufferPointer<UInt8>) -> Bool {
         guard utf8.count < reservedByLength.count else { return false }
-        for candidate in reservedByLength[utf8.count] where candidate.withUnsafeBufferPointer({ memcmp($0.baseAddress!, utf8.baseAddress!, utf8.count) == 0 }) {
+        for candidate in reservedByLength[utf8.count] where candidate[0] == utf8[0] && candidate.withUnsafeBufferPointer({ memcmp($0.baseAddress!, utf8.baseAddress!, utf8.count) == 0 }) {
             return true
         }
         return false
