@@ -297,6 +297,59 @@ func occurrences(of key: String, in bytes: [UInt8]) -> Int {
         #expect(admitted == 10)
     }
 
+    @Test func recordsTheLogRefusesAreCountedByReason() async throws {
+        try await withTrackerDirectory { dir in
+            var config = Beacon.Configuration.testing(dir)
+            config.segmentBytes = 4096
+            config.maxBytes = 8192
+            config.quotaPolicy = .rejectNew
+            let diagnostics = DiagnosticsCollector()
+            config.diagnostics = diagnostics.handler()
+            let beacon = try Beacon(configuration: config)
+            for i in 0..<200 {
+                beacon.track("Fill", properties: ["i": .int(i), "pad": .string(String(repeating: "x", count: 100))])
+                if i % 10 == 9 { try? beacon.sync() }
+            }
+            try? beacon.sync()
+            let stats = beacon.stats
+            let quota = stats.dropped["quota"] ?? 0
+            #expect(quota > 0)
+            #expect(stats.durable + quota == 200)
+            #expect(stats.lastError?.contains("quota") == true)
+            #expect(diagnostics.all.contains { $0.kind == .dropped && $0.message.contains("quota") })
+            await beacon.close()
+        }
+    }
+
+    @Test func anInvalidDynamicSuperPropertyRefusesTheEvent() async throws {
+        try await withTrackerDirectory { dir in
+            let beacon = try Beacon(configuration: .testing(dir))
+            let flip = Mutex(false)
+            beacon.registerDynamicSuperProperties { flip.withLock { $0 } ? ["bad key": 1] : ["good": 1] }
+            beacon.track("A")
+            flip.withLock { $0 = true }
+            beacon.track("B")
+            let records = try events(of: beacon)
+            #expect(records.map { $0["event"] as? String } == ["A"])
+            #expect((records.first?["properties"] as? [String: Any])?["good"] as? Int == 1)
+            #expect(beacon.stats.invalidByRule["identifier"] == 1)
+            await beacon.close()
+        }
+    }
+
+    @Test func aTrackerThatIsNotClosedClosesWhenReleased() async throws {
+        try await withTrackerDirectory { dir in
+            var config = Beacon.Configuration.testing(dir)
+            config.lifecycleEvents = true
+            do {
+                let beacon = try Beacon(configuration: config)
+                beacon.track("Work")
+            }
+            #expect(BeaconLog.lockHolder(.writer, directory: dir) == nil)
+            #expect(try readObjects(dir).map { $0["event"] as? String } == ["$AppStart", "Work", "$AppEnd"])
+        }
+    }
+
     @Test func trackIdsAreUniqueByDefault() async throws {
         try await withTrackerDirectory { dir in
             let beacon = try Beacon(configuration: .testing(dir))
