@@ -244,7 +244,20 @@ func expectSame(_ parsed: Any?, _ value: PropertyValue, key: String) {
     }
 
     @Test func integersAtTheEdges() throws {
-        for value in [Int64.min, .max, 0, -1, 10, -10, 1_000_000_007] {
+        var edges: [Int64] = [Int64.min, .max, 0, -1, 10, -10, 1_000_000_007, Int64.min + 1]
+        var power: Int64 = 1
+        for _ in 0..<19 {
+            edges += [power - 1, power, power + 1, -power, -(power - 1)]
+            power = power &* 10
+        }
+        var rng = SplitMix(state: 3)
+        edges += (0..<1000).map { _ in Int64.random(in: .min ... .max, using: &rng) }
+        for value in UInt64.max - 2 ... UInt64.max {
+            var out: [UInt8] = []
+            JSONBytes.appendUInt(value, to: &out)
+            #expect(String(decoding: out, as: UTF8.self) == String(value))
+        }
+        for value in edges {
             var out: [UInt8] = []
             JSONBytes.appendInt(value, to: &out)
             #expect(String(decoding: out, as: UTF8.self) == String(value))

@@ -88,7 +88,10 @@ enum JSONBytes {
         appendUInt(value.magnitude, to: &out)
     }
 
-    /// Appends an unsigned integer in decimal, writing the digits in place.
+    /// "00" … "99": two digits per division.
+    static let digitPairs: StaticString = "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
+
+    /// Appends an unsigned integer in decimal, writing the digits in place, two at a time.
     static func appendUInt(_ value: UInt64, to out: inout ByteWriter) {
         var digits = 1
         var bound: UInt64 = 10
@@ -98,12 +101,22 @@ enum JSONBytes {
         }
         out.reserve(digits)
         let end = out.end
+        let pairs = digitPairs.utf8Start
         var v = value
         var position = digits
-        while position > 0 {
-            position -= 1
-            end[position] = 0x30 + UInt8(truncatingIfNeeded: v % 10)
-            v /= 10
+        while v >= 100 {
+            let pair = Int(truncatingIfNeeded: v % 100) * 2
+            v /= 100
+            position -= 2
+            end[position] = pairs[pair]
+            end[position + 1] = pairs[pair + 1]
+        }
+        if v >= 10 {
+            let pair = Int(truncatingIfNeeded: v) * 2
+            end[position - 2] = pairs[pair]
+            end[position - 1] = pairs[pair + 1]
+        } else {
+            end[position - 1] = 0x30 + UInt8(truncatingIfNeeded: v)
         }
         out.advance(by: digits)
     }
