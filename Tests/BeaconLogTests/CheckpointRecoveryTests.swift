@@ -8,7 +8,7 @@ import Testing
     /// How the checkpoint file is damaged.
     enum Damage: String, CaseIterable, Sendable {
         case empty, zeros, bothSlotsGarbage, newerSlotGarbage, olderSlotGarbage, truncatedMidSlot
-        case pastTheSegmentEnd, pastTheLogEnd, midRecord, missingSegment, segmentStartsAfterItsSeq
+        case pastTheSegmentEnd, pastTheLogEnd, midRecord, missingSegment, deletedSegment, segmentStartsAfterItsSeq
     }
 
     /// The snapshot: 400 records, the first 150 acknowledged twice over (so both slots hold a
@@ -92,6 +92,11 @@ import Testing
             exactResume = 150
         case .missingSegment:
             file = Self.withSlot(original, generation: 3, position: LogPosition(segment: snapshot.segments.last! + 40, offset: 0, seq: 150))
+        case .deletedSegment:
+            // Segment 0 was deleted after the checkpoint passed it: that is normal, resume at seq 150.
+            file = Self.withSlot(original, generation: 3, position: LogPosition(segment: 0, offset: 40, seq: 150))
+            mustReport = nil
+            exactResume = 150
         case .segmentStartsAfterItsSeq:
             // A valid-looking checkpoint naming the newest segment at offset 0 with an older seq.
             file = Self.withSlot(original, generation: 3, position: LogPosition(segment: snapshot.segments.last!, offset: 0, seq: 150))

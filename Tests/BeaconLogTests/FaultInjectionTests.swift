@@ -19,6 +19,8 @@ import Testing
         /// Records whose append threw without `keptSeqs`: not accepted, but their bytes may have
         /// reached the file before the failure (an fsync error leaves that open), so they may appear.
         var uncertain: Set<String> = []
+        /// Records whose append was refused (an error other than `.failed`, without `keptSeqs`): must never appear.
+        var refused: Set<String> = []
         var errors: [BeaconLogError] = []
         var failed: BeaconLogError?
     }
@@ -37,8 +39,10 @@ import Testing
                 if let kept = error.keptSeqs {
                     #expect(kept.count == 1, sourceLocation: sourceLocation)
                     run.accepted[kept.lowerBound] = record
-                } else {
+                } else if error.code == .failed {
                     run.uncertain.insert(record)
+                } else {
+                    run.refused.insert(record)
                 }
                 if error.code == .failed { run.failed = error }
             } catch {
@@ -91,6 +95,9 @@ import Testing
         #expect(log.checkpoint.seq >= run.acknowledgedSeq, "an acknowledgement that returned was lost", sourceLocation: sourceLocation)
         let first = log.checkpoint.seq
         #expect(read.seqs == Array(first..<(first + UInt64(read.seqs.count))), "not contiguous from the checkpoint: \(read.seqs.prefix(5))…", sourceLocation: sourceLocation)
+        for record in read.records {
+            #expect(!run.refused.contains(record), "\(record) was refused (no keptSeqs) but is in the log", sourceLocation: sourceLocation)
+        }
         for (seq, record) in zip(read.seqs, read.records) {
             #expect(run.accepted[seq] == record || (run.accepted[seq] == nil && run.uncertain.contains(record)), "seq \(seq) holds \(record), accepted \(run.accepted[seq] ?? "nothing")", sourceLocation: sourceLocation)
         }
@@ -248,6 +255,47 @@ import Testing
             try again.close()
             let report = try BeaconLog.verify(directory: dir)
             #expect(report.isClean, "\(report.problems)")
+        }
+    }
+
+    /// Under `.none` the first fsync of a segment is at its roll: failing it makes the roll
+    /// rewrite the segment's records into the next segment, and appending goes on there.
+    @Test(arguments: [1, 2, 3])
+    func fsyncFailsAtARollUnderNone(rollNumber: Int) throws {
+        try withTemporaryDirectory { dir in
+            let fs = FaultyFileSystem()
+            let config = faultyConfig(dir, fs, durability: .none)
+            fs.inject(.sync, errno: EIO, path: SegmentName.fileName(UInt64(rollNumber - 1)), onCall: 1)
+            let log = try BeaconLog(configuration: config)
+            var run = Run()
+            drive(log, count: 400, run: &run)
+            #expect(run.failed == nil)
+            try log.sync()
+            #expect(fs.calls(.sync, path: SegmentName.fileName(UInt64(rollNumber - 1))).first?.failed == true)
+            #expect(log.stats.durableSeq == 399)
+            try log.close()
+            try checkAfterReopen(dir, fs, run, config: config)
+        }
+    }
+
+    /// A short write whose partial bytes cannot be cut off (ftruncate fails too): the log must not
+    /// append after them; it fails, and the next open repairs the tail.
+    @Test func shortWriteThatCannotBeCutOffFailsTheLog() throws {
+        try withTemporaryDirectory { dir in
+            let fs = FaultyFileSystem()
+            let config = faultyConfig(dir, fs, durability: .everyRecord)
+            let log = try BeaconLog(configuration: config)
+            var run = Run()
+            drive(log, count: 5, run: &run)
+            fs.inject(.write, errno: EIO, path: ".jsonl", onCall: 1, afterBytes: 17)
+            fs.inject(.truncate, errno: EIO, path: ".jsonl")
+            drive(log, count: 5, start: 5, run: &run)
+            #expect(run.failed != nil, "the log went on after leaving a partial record behind")
+            fs.clearFaults()
+            try? log.close()
+            // The partial record is on disk now; reopening cuts it off.
+            #expect(try fileSize(segmentPath(dir, 0)) > UInt64(try rawLines(segmentPath(dir, 0)).last!.range.upperBound))
+            try checkAfterReopen(dir, fs, run, config: config)
         }
     }
 }
