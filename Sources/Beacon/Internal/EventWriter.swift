@@ -39,6 +39,11 @@ final class EventWriter: @unchecked Sendable {
     private var queue: [[UInt8]] = []
     private var queuedBytes = 0
     private var writing = 0
+    /// Records ever queued, and ever handed to the log (appended or refused): `waitUntilWritten`
+    /// waits for the count of its call, not for an empty queue, so other threads' later events
+    /// cannot keep it waiting.
+    private var enqueuedTotal: UInt64 = 0
+    private var writtenTotal: UInt64 = 0
     private var closing = false
     private var finished = false
     private var writerWaiting = false
@@ -103,6 +108,7 @@ final class EventWriter: @unchecked Sendable {
         }
         queue.append(record)
         queuedBytes += record.count
+        enqueuedTotal += 1
         if writerWaiting { lock.broadcast() }
         lock.unlock()
         return .queued
@@ -118,8 +124,9 @@ final class EventWriter: @unchecked Sendable {
     /// Blocks until everything queued before this call has been handed to the log.
     func waitUntilWritten() {
         lock.lock()
+        let target = enqueuedTotal
         waiters += 1
-        while (!queue.isEmpty || writing > 0) && !finished { lock.wait() }
+        while writtenTotal < target && !finished { lock.wait() }
         waiters -= 1
         lock.unlock()
     }
@@ -159,10 +166,11 @@ final class EventWriter: @unchecked Sendable {
             lock.unlock()
 
             write(batch, hooks: hooks)
+            batch.removeAll(keepingCapacity: true)    // frees the records outside the lock
 
             lock.lock()
+            writtenTotal += UInt64(writing)
             writing = 0
-            batch.removeAll(keepingCapacity: true)
             if waiters > 0 { lock.broadcast() }
             lock.unlock()
         }
