@@ -81,14 +81,14 @@ import Testing
     /// system; the records from the checkpoint on are contiguous, in order, with the accepted
     /// content, none missing that the log accepted (or, after `.failed`, that was durable), and
     /// the log accepts new records with the next seq; verify finds no damaged record.
-    func checkAfterReopen(_ dir: String, _ fs: FaultyFileSystem, _ run: Run, config: BeaconLog.Configuration, sourceLocation: SourceLocation = #_sourceLocation) throws {
+    func checkAfterReopen(_ dir: String, _ fs: FaultyFileSystem, _ run: Run, config: BeaconLog.Configuration, reopenWith reopenFS: any FileSystem = SystemFileSystem(), sourceLocation: SourceLocation = #_sourceLocation) throws {
         var failedSyncs: Set<String> = []
         for call in fs.journal where call.operation == .sync || call.operation == .syncData {
             #expect(!failedSyncs.contains(call.path), "fsync retried on \(call.path) after it failed", sourceLocation: sourceLocation)
             if call.failed && call.path.hasSuffix(".jsonl") { failedSyncs.insert(call.path) }
         }
         var clean = config
-        clean.fileSystem = SystemFileSystem()
+        clean.fileSystem = reopenFS
         let log = try BeaconLog(configuration: clean)
         let read = try readAll(log)
         #expect(read.skipped == 0, sourceLocation: sourceLocation)
@@ -118,6 +118,7 @@ import Testing
     func diskFullAfterEveryByteCount(budget: Int) throws {
         try withTemporaryDirectory { dir in
             let fs = FaultyFileSystem()
+            fs.skipSyncs = true
             let config = faultyConfig(dir, fs, durability: .everyRecord)
             let log = try BeaconLog(configuration: config)
             var run = Run()
@@ -139,7 +140,7 @@ import Testing
             #expect(run.errors.count == full.count)
             #expect(try readAll(log).seqs == Array(0..<10))
             try log.close()
-            try checkAfterReopen(dir, fs, run, config: config)
+            try checkAfterReopen(dir, fs, run, config: config, reopenWith: fastConfig(dir).fileSystem)
         }
     }
 
