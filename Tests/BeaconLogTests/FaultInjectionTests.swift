@@ -255,9 +255,7 @@ import Testing
             #expect(try readAll(again).seqs == Array(0..<10))
             try again.close()
             let report = try BeaconLog.verify(directory: dir)
-            withKnownIssue("verify reports the copy a rewrite after a failed fsync leaves behind as \"seq 2 repeats or goes back from 2 (records 3..<2 are missing or were rewritten)\"; the reader passes over it silently (BeaconLog+Inspection.swift, verify)") {
-                #expect(report.isClean, "\(report.problems)")
-            }
+            #expect(report.isClean, "\(report.problems)")
         }
     }
 

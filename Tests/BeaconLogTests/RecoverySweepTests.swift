@@ -219,8 +219,6 @@ struct LogSnapshot {
                 }
             }
         }
-        withKnownIssue("damaged seq digits in the first or last record of a segment are taken at face value (BeaconLog+Read.swift: no plausibility check when lastInSegment is nil, and plausibleJump accepts any jump when no record follows in the segment): seq 128 read as 328 passes over 129..199 silently, uncounted; seq 0 read as 1 delivers record 0 as seq 1 and skips record 1") {
-            #expect(failures.isEmpty, "\(failures.count) flips: \(failures.prefix(8))")
-        }
+        #expect(failures.isEmpty, "\(failures.count) flips: \(failures.prefix(8))")
     }
 }

@@ -96,6 +96,25 @@ func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
         }
     }
 
+    /// A backlog larger than one append call is handed to the log in order, in several calls.
+    @Test func aLargeBacklogIsAppendedInOrderInSeveralCalls() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("beacon-tracker-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        var config = BeaconLog.Configuration(directory: dir)
+        config.durability = .everyRecord
+        let log = try BeaconLog(configuration: config)
+        let calls = Mutex(0)
+        let writer = EventWriter(log: log, capacity: 1 << 20, backpressure: .block(timeout: .seconds(30)), recordsPerAppend: 7,
+                                 hooks: .init(onAppended: { _ in calls.withLock { $0 += 1 } }, onFailure: { _, _, _, _ in }))
+        for i in 0..<1000 { #expect(writer.enqueue(Array(#"{"i":\#(i)}"#.utf8)).isQueued) }
+        writer.close()
+        let batch = try log.read(maxRecords: 2000)
+        #expect(batch.records.map { String(decoding: $0, as: UTF8.self) } == (0..<1000).map { #"{"i":\#($0)}"# })
+        #expect(calls.withLock { $0 } >= 1000 / 7)
+        #expect(writer.enqueue([0x7B, 0x7D]).isQueued == false)
+        try log.close()
+    }
+
     /// kill -9 of a child that tracks numbered events, at random moments: the log recovers clean,
     /// and holds a contiguous prefix 0..<k of the events, in order.
     @Test(arguments: [15, 60, 150, 400])

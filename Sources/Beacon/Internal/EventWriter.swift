@@ -12,6 +12,11 @@ final class EventWriter: @unchecked Sendable {
     enum Outcome {
         case queued
         case dropped(reason: String)
+
+        var isQueued: Bool {
+            if case .queued = self { return true }
+            return false
+        }
     }
 
     /// What the writer reports after each batch: appended count, failures.
@@ -26,6 +31,9 @@ final class EventWriter: @unchecked Sendable {
     let log: BeaconLog
     let capacity: Int
     let backpressure: Beacon.Backpressure
+    /// The most records handed to the log in one call (one group commit each). Bounds the log's
+    /// buffer and how much one refusal (a `.rejectNew` quota) can take with it.
+    let recordsPerAppend: Int
     private let lock = ConditionLock()
     // Guarded by `lock`.
     private var queue: [[UInt8]] = []
@@ -37,8 +45,9 @@ final class EventWriter: @unchecked Sendable {
     private var waiters = 0
     private var hooks: Hooks
 
-    init(log: BeaconLog, capacity: Int, backpressure: Beacon.Backpressure, hooks: Hooks) {
+    init(log: BeaconLog, capacity: Int, backpressure: Beacon.Backpressure, recordsPerAppend: Int = 4096, hooks: Hooks) {
         self.log = log
+        self.recordsPerAppend = max(1, recordsPerAppend)
         self.capacity = max(capacity, 1)
         self.backpressure = backpressure
         self.hooks = hooks
@@ -159,7 +168,21 @@ final class EventWriter: @unchecked Sendable {
         }
     }
 
+
     private func write(_ batch: [[UInt8]], hooks: Hooks) {
+        if batch.count <= recordsPerAppend {
+            append(batch, hooks: hooks)
+            return
+        }
+        var start = 0
+        while start < batch.count {
+            let end = min(start + recordsPerAppend, batch.count)
+            append(Array(batch[start..<end]), hooks: hooks)
+            start = end
+        }
+    }
+
+    private func append(_ batch: [[UInt8]], hooks: Hooks) {
         do {
             try log.append(contentsOf: batch)
             if let onAppended = hooks.onAppended { onAppended(log.stats.pendingRecords) }

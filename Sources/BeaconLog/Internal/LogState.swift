@@ -61,6 +61,8 @@ struct WriterIO: Sendable {
 /// The reader's side: the checkpoint file and a read-ahead cache. Behind `BeaconLog.readerIO`.
 struct ReaderIO: Sendable {
     var generation: UInt64
+    /// Write the next checkpoint as a whole new file (a slot was damaged), not in place.
+    var replaceCheckpointFile = false
     var checkpointFile: LogFile?
     var readFile: (segment: UInt64, file: LogFile)?
     var cache: ReadCache?
