@@ -83,6 +83,11 @@ extension BeaconLog {
                     pos.offset = lineEnd
                 }
             }
+            if !canWrite {
+                state.withLock { s in
+                    if s.readEnd.map({ pos.seq >= $0.seq && !(pos < $0) }) ?? true { s.readEnd = pos }
+                }
+            }
             return LogBatch(records: records, seqs: seqs, start: start, end: pos, skippedCorrupt: skipped, recordEnds: ends)
         }
     }
@@ -239,9 +244,9 @@ extension BeaconLog {
         guard canAcknowledge else {
             throw BeaconLogError(.invalidArgument, "this log was opened without the reader lock (access \(config.access)); open it with .readWrite or .read to acknowledge", path: directory)
         }
-        let (current, written, durable, newest) = try state.withLock { s in
+        let (current, written, durable, newest, readEnd) = try state.withLock { s in
             try checkUsable(s)
-            return (s.checkpoint, s.written, s.durable, s.segments.last?.number ?? s.written.segment)
+            return (s.checkpoint, s.written, s.durable, s.segments.last?.number ?? s.written.segment, s.readEnd)
         }
         if position <= current { return }
         if canWrite {
@@ -251,7 +256,11 @@ extension BeaconLog {
             }
             if position > durable { try sync() }
         } else {
-            // Another process writes: make sure what we acknowledge is on disk (fsync works on a read-only descriptor).
+            // Another process writes, so only what was read is known to exist.
+            guard let readEnd, position.seq <= readEnd.seq, !(readEnd < position) else {
+                throw BeaconLogError(.invalidArgument, "cannot acknowledge \(position): this reader has read only up to \(readEnd.map { "\($0)" } ?? "nothing"); acknowledge a batch's end", path: directory)
+            }
+            // Make sure what we acknowledge is on disk (fsync works on a read-only descriptor).
             for number in current.segment...position.segment {
                 guard let file = try? fs.open(path(ofSegment: number), .read) else { continue }
                 defer { fs.close(file) }

@@ -37,6 +37,9 @@ struct State: Sendable {
     /// End of the data known to be fsynced.
     var durable: LogPosition
     var checkpoint: LogPosition
+    /// The furthest batch end `read` returned: without the writer's state, a reader acknowledges
+    /// no further than what it has read.
+    var readEnd: LogPosition?
     var flushScheduled = false
     /// The furthest position at which a corrupt record was counted, so re-reading does not count it twice.
     var corruptCountedThrough: LogPosition?
