@@ -47,7 +47,7 @@ enum TrackPhase: BenchPhase {
             guard stats.durable == UInt64(perThread * producers), stats.droppedTotal == 0, stats.invalid == 0 else {
                 throw BenchFailure("track: \(stats.durable) of \(perThread * producers) durable, dropped \(stats.dropped), invalid \(stats.invalid)")
             }
-            let bytes = directoryBytes(config.directory)
+            let bytes = try directoryBytes(config.directory)
             figures.append(.throughput("beacon", "track", "producers\(producers)", n: perThread * producers, bytes: bytes, seconds: seconds))
             // CPU time of the whole process (producers + writer, user + system) per event: unlike
             // events/s it hardly moves when other processes load the machine.
@@ -80,7 +80,6 @@ enum TrackPhase: BenchPhase {
         }
     }
 
-    /// Bytes of the segments (framing included), as an approximation of the encoded payload.
     /// User + system CPU time of this process so far (`getrusage(RUSAGE_SELF)`), in seconds.
     static func processCPUSeconds() -> Double {
         var usage = rusage()
@@ -88,11 +87,22 @@ enum TrackPhase: BenchPhase {
         return Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6 + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
     }
 
-    static func directoryBytes(_ directory: String) -> Int {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
-        return names.filter { $0.hasSuffix(".jsonl") }.reduce(0) { total, name in
-            total + ((try? FileManager.default.attributesOfItem(atPath: directory + "/" + name)[.size] as? Int) ?? 0)
+    /// The event bytes in the log (no framing, no newline), read after the timed region: the
+    /// "payload bytes" of MB/s in WORKLOAD.md.
+    static func directoryBytes(_ directory: String) throws -> Int {
+        var config = BeaconLog.Configuration(directory: directory)
+        config.access = .readOnly
+        let log = try BeaconLog(configuration: config)
+        defer { try? log.close() }
+        var total = 0
+        var cursor: LogPosition?
+        while true {
+            let batch = try log.read(from: cursor, maxRecords: 10_000, maxBytes: 16 << 20)
+            if batch.isEmpty { break }
+            total += batch.byteCount
+            cursor = batch.end
         }
+        return total
     }
 }
 
