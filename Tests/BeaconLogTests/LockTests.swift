@@ -84,7 +84,7 @@ import Testing
     /// segments are deleted under the writer.
     @Test(arguments: ["every", "batched", "none"])
     func childWritesWhileThisProcessReadsAndAcknowledges(policy: String) throws {
-        let count = 1500
+        let count = 800
         try withTemporaryDirectory { dir in
             let child = try ChildProcess(["log", dir, policy, String(count), "4096", "write"])
             defer { child.kill9() }
