@@ -1,5 +1,6 @@
 import BeaconLog
 import Foundation
+import Glibc
 
 /// The one writer thread between `track` and the log.
 ///
@@ -49,6 +50,8 @@ final class EventWriter: @unchecked Sendable {
     private var writerWaiting = false
     private var waiters = 0
     private var hooks: Hooks
+    /// The writer thread, so that `close` called from a hook (on that thread) does not wait for itself.
+    private var writerThread: pthread_t?
 
     init(log: BeaconLog, capacity: Int, backpressure: Beacon.Backpressure, recordsPerAppend: Int = 4096, hooks: Hooks) {
         self.log = log
@@ -131,11 +134,16 @@ final class EventWriter: @unchecked Sendable {
         lock.unlock()
     }
 
-    /// Stops accepting records, writes what is queued and stops the thread. Blocks until done.
+    /// Stops accepting records, writes what is queued and stops the thread. Blocks until done,
+    /// except when called on the writer thread itself (from a hook), where it only asks it to stop.
     func close() {
         lock.lock()
         closing = true
         lock.broadcast()
+        if let writerThread, pthread_equal(writerThread, pthread_self()) != 0 {
+            lock.unlock()
+            return
+        }
         waiters += 1
         while !finished { lock.wait() }
         waiters -= 1
@@ -145,6 +153,9 @@ final class EventWriter: @unchecked Sendable {
     private func run() {
         var batch: [[UInt8]] = []
         batch.reserveCapacity(1024)
+        lock.lock()
+        writerThread = pthread_self()
+        lock.unlock()
         while true {
             lock.lock()
             while queue.isEmpty && !closing {
