@@ -282,7 +282,8 @@ public final class Beacon: Sendable {
     }
 
     /// Sets the hook the writer calls after each batch it appended, with the number of records
-    /// pending in the log (the delivery side's count trigger).
+    /// pending in the log (the delivery side's count trigger). It runs on the writer thread: keep
+    /// it short (signal, don't upload). `sync()` and closing from it do not wait for the writer.
     func setOnAppended(_ hook: (@Sendable (UInt64) -> Void)?) {
         writer.setOnAppended(hook)
     }

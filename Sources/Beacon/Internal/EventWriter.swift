@@ -125,8 +125,14 @@ final class EventWriter: @unchecked Sendable {
     }
 
     /// Blocks until everything queued before this call has been handed to the log.
+    /// On the writer thread itself (a hook calling `sync()`) it returns at once: what the hook
+    /// was called for is already written.
     func waitUntilWritten() {
         lock.lock()
+        if let writerThread, pthread_equal(writerThread, pthread_self()) != 0 {
+            lock.unlock()
+            return
+        }
         let target = enqueuedTotal
         waiters += 1
         while writtenTotal < target && !finished { lock.wait() }
