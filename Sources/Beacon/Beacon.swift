@@ -162,14 +162,14 @@ public final class Beacon: Sendable {
         input.trackId = makeTrackId()
         input.timeMilliseconds = JSONBytes.milliseconds(configuration.wallClock())
         let snapshot = context.withLock { $0.snapshot }
-        var out: [UInt8] = []
-        out.reserveCapacity(snapshot.baseBytes.count + snapshot.identityBytes.count + 192)
-        try RecordEncoder.encode(input, snapshot: snapshot, into: &out)
-        if out.count > configuration.maxRecordBytes {
-            throw BeaconValidationError(event: RecordEncoder.subject(input), key: nil, rule: .recordTooLarge,
-                                        message: "the record is \(out.count) bytes, more than maxRecordBytes (\(configuration.maxRecordBytes)); send fewer or shorter properties")
+        return try ByteWriter.withWriter { out in
+            try RecordEncoder.encode(input, snapshot: snapshot, into: &out)
+            if out.count > configuration.maxRecordBytes {
+                throw BeaconValidationError(event: RecordEncoder.subject(input), key: nil, rule: .recordTooLarge,
+                                            message: "the record is \(out.count) bytes, more than maxRecordBytes (\(configuration.maxRecordBytes)); send fewer or shorter properties")
+            }
+            return out.makeArray()
         }
-        return out
     }
 
     /// Validates, encodes and queues one record; reports and counts what is refused or dropped.
@@ -282,7 +282,8 @@ public final class Beacon: Sendable {
     }
 
     /// Sets the hook the writer calls after each batch it appended, with the number of records
-    /// pending in the log (the delivery side's count trigger).
+    /// pending in the log (the delivery side's count trigger). It runs on the writer thread: keep
+    /// it short (signal, don't upload). `sync()` and closing from it do not wait for the writer.
     func setOnAppended(_ hook: (@Sendable (UInt64) -> Void)?) {
         writer.setOnAppended(hook)
     }
@@ -303,10 +304,7 @@ extension Beacon {
 
     /// Unique within the instance (a bijective mix of a counter), random-looking across instances.
     static func defaultTrackIdGenerator() -> @Sendable () -> UInt64 {
-        let seed = UInt64.random(in: .min ... .max)
-        let counter = Atomic<UInt64>(0)
-        let box = CounterBox(seed: seed)
-        _ = counter
+        let box = CounterBox(seed: UInt64.random(in: .min ... .max))
         return { box.next() }
     }
 

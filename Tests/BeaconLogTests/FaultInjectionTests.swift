@@ -19,6 +19,8 @@ import Testing
         /// Records whose append threw without `keptSeqs`: not accepted, but their bytes may have
         /// reached the file before the failure (an fsync error leaves that open), so they may appear.
         var uncertain: Set<String> = []
+        /// Records whose append was refused (an error other than `.failed`, without `keptSeqs`): must never appear.
+        var refused: Set<String> = []
         var errors: [BeaconLogError] = []
         var failed: BeaconLogError?
     }
@@ -37,8 +39,10 @@ import Testing
                 if let kept = error.keptSeqs {
                     #expect(kept.count == 1, sourceLocation: sourceLocation)
                     run.accepted[kept.lowerBound] = record
-                } else {
+                } else if error.code == .failed {
                     run.uncertain.insert(record)
+                } else {
+                    run.refused.insert(record)
                 }
                 if error.code == .failed { run.failed = error }
             } catch {
@@ -77,20 +81,23 @@ import Testing
     /// system; the records from the checkpoint on are contiguous, in order, with the accepted
     /// content, none missing that the log accepted (or, after `.failed`, that was durable), and
     /// the log accepts new records with the next seq; verify finds no damaged record.
-    func checkAfterReopen(_ dir: String, _ fs: FaultyFileSystem, _ run: Run, config: BeaconLog.Configuration, sourceLocation: SourceLocation = #_sourceLocation) throws {
+    func checkAfterReopen(_ dir: String, _ fs: FaultyFileSystem, _ run: Run, config: BeaconLog.Configuration, reopenWith reopenFS: any FileSystem = SystemFileSystem(), sourceLocation: SourceLocation = #_sourceLocation) throws {
         var failedSyncs: Set<String> = []
         for call in fs.journal where call.operation == .sync || call.operation == .syncData {
             #expect(!failedSyncs.contains(call.path), "fsync retried on \(call.path) after it failed", sourceLocation: sourceLocation)
             if call.failed && call.path.hasSuffix(".jsonl") { failedSyncs.insert(call.path) }
         }
         var clean = config
-        clean.fileSystem = SystemFileSystem()
+        clean.fileSystem = reopenFS
         let log = try BeaconLog(configuration: clean)
         let read = try readAll(log)
         #expect(read.skipped == 0, sourceLocation: sourceLocation)
         #expect(log.checkpoint.seq >= run.acknowledgedSeq, "an acknowledgement that returned was lost", sourceLocation: sourceLocation)
         let first = log.checkpoint.seq
         #expect(read.seqs == Array(first..<(first + UInt64(read.seqs.count))), "not contiguous from the checkpoint: \(read.seqs.prefix(5))…", sourceLocation: sourceLocation)
+        for record in read.records {
+            #expect(!run.refused.contains(record), "\(record) was refused (no keptSeqs) but is in the log", sourceLocation: sourceLocation)
+        }
         for (seq, record) in zip(read.seqs, read.records) {
             #expect(run.accepted[seq] == record || (run.accepted[seq] == nil && run.uncertain.contains(record)), "seq \(seq) holds \(record), accepted \(run.accepted[seq] ?? "nothing")", sourceLocation: sourceLocation)
         }
@@ -111,6 +118,7 @@ import Testing
     func diskFullAfterEveryByteCount(budget: Int) throws {
         try withTemporaryDirectory { dir in
             let fs = FaultyFileSystem()
+            fs.skipSyncs = true
             let config = faultyConfig(dir, fs, durability: .everyRecord)
             let log = try BeaconLog(configuration: config)
             var run = Run()
@@ -132,7 +140,7 @@ import Testing
             #expect(run.errors.count == full.count)
             #expect(try readAll(log).seqs == Array(0..<10))
             try log.close()
-            try checkAfterReopen(dir, fs, run, config: config)
+            try checkAfterReopen(dir, fs, run, config: config, reopenWith: fastConfig(dir).fileSystem)
         }
     }
 
@@ -161,10 +169,11 @@ import Testing
     /// `EIO` from the k-th fsync of a segment, under each policy: the unsynced records are
     /// rewritten into a fresh segment (never synced again on the failed file) or the log fails and
     /// says so on every call; nothing accepted is lost.
-    @Test(arguments: [BeaconLog.Durability.everyRecord, .batched(records: 8, interval: .milliseconds(1)), .none], [1, 2, 3, 5, 8])
+    @Test(arguments: [BeaconLog.Durability.everyRecord, .batched(records: 8, interval: .milliseconds(1)), .none], Array(1...12))
     func fsyncFailsOnce(durability: BeaconLog.Durability, k: Int) throws {
         try withTemporaryDirectory { dir in
             let fs = FaultyFileSystem()
+            fs.skipSyncs = true  // the injected failure still fires; the others do not wait on the disk
             let config = faultyConfig(dir, fs, durability: durability)
             fs.inject(.sync, errno: EIO, path: ".jsonl", onCall: k)
             let log = try BeaconLog(configuration: config)
@@ -180,7 +189,7 @@ import Testing
                 #expect(later.contains { !$0.failed && $0.path != failedPath }, "no successful fsync of a fresh segment after the failure")
             }
             try? log.close()
-            try checkAfterReopen(dir, fs, run, config: config)
+            try checkAfterReopen(dir, fs, run, config: config, reopenWith: fastConfig(dir).fileSystem)
         }
     }
 
@@ -209,11 +218,12 @@ import Testing
     @Test(arguments: [
         (FaultyFileSystem.Operation.syncDirectory, nil as String?),
         (.remove, ".jsonl"), (.rename, "checkpoint"), (.syncData, "checkpoint"), (.pwrite, "checkpoint"), (.open, ".jsonl"),
-    ], [1, 2, 4])
+    ], [1, 2, 3, 4, 6])
     func otherOperationsFail(fault: (FaultyFileSystem.Operation, String?), k: Int) throws {
         let (operation, path) = fault
         try withTemporaryDirectory { dir in
             let fs = FaultyFileSystem()
+            fs.skipSyncs = true
             let config = faultyConfig(dir, fs, durability: .batched(records: 8, interval: .milliseconds(1)))
             let log = try BeaconLog(configuration: config)
             fs.inject(operation, errno: EIO, path: path, onCall: k)
@@ -229,6 +239,65 @@ import Testing
                 if run.failed == nil { try log.sync() }
             }
             try? log.close()
+            try checkAfterReopen(dir, fs, run, config: config, reopenWith: fastConfig(dir).fileSystem)
+        }
+    }
+
+    /// After an fsync failure the unsynced records are rewritten into a fresh segment, so the old
+    /// segment may keep a copy: the reader passes over the copy, and verify should too.
+    @Test func verifyAcceptsTheCopyLeftByARewrite() throws {
+        try withTemporaryDirectory { dir in
+            let fs = FaultyFileSystem()
+            fs.inject(.sync, errno: EIO, path: ".jsonl", onCall: 3)
+            let log = try BeaconLog(configuration: faultyConfig(dir, fs))
+            for i in 0..<10 { try log.append(numbered(i)) }
+            try log.close()
+            #expect(try segmentNumbers(dir) == [0, 1])
+            let again = try BeaconLog(configuration: smallConfig(dir))
+            #expect(try readAll(again).seqs == Array(0..<10))
+            try again.close()
+            let report = try BeaconLog.verify(directory: dir)
+            #expect(report.isClean, "\(report.problems)")
+        }
+    }
+
+    /// Under `.none` the first fsync of a segment is at its roll: failing it makes the roll
+    /// rewrite the segment's records into the next segment, and appending goes on there.
+    @Test(arguments: [1, 2, 3])
+    func fsyncFailsAtARollUnderNone(rollNumber: Int) throws {
+        try withTemporaryDirectory { dir in
+            let fs = FaultyFileSystem()
+            let config = faultyConfig(dir, fs, durability: .none)
+            fs.inject(.sync, errno: EIO, path: SegmentName.fileName(UInt64(rollNumber - 1)), onCall: 1)
+            let log = try BeaconLog(configuration: config)
+            var run = Run()
+            drive(log, count: 400, run: &run)
+            #expect(run.failed == nil)
+            try log.sync()
+            #expect(fs.calls(.sync, path: SegmentName.fileName(UInt64(rollNumber - 1))).first?.failed == true)
+            #expect(log.stats.durableSeq == 399)
+            try log.close()
+            try checkAfterReopen(dir, fs, run, config: config)
+        }
+    }
+
+    /// A short write whose partial bytes cannot be cut off (ftruncate fails too): the log must not
+    /// append after them; it fails, and the next open repairs the tail.
+    @Test func shortWriteThatCannotBeCutOffFailsTheLog() throws {
+        try withTemporaryDirectory { dir in
+            let fs = FaultyFileSystem()
+            let config = faultyConfig(dir, fs, durability: .everyRecord)
+            let log = try BeaconLog(configuration: config)
+            var run = Run()
+            drive(log, count: 5, run: &run)
+            fs.inject(.write, errno: EIO, path: ".jsonl", onCall: 1, afterBytes: 17)
+            fs.inject(.truncate, errno: EIO, path: ".jsonl")
+            drive(log, count: 5, start: 5, run: &run)
+            #expect(run.failed != nil, "the log went on after leaving a partial record behind")
+            fs.clearFaults()
+            try? log.close()
+            // The partial record is on disk now; reopening cuts it off.
+            #expect(try fileSize(segmentPath(dir, 0)) > UInt64(try rawLines(segmentPath(dir, 0)).last!.range.upperBound))
             try checkAfterReopen(dir, fs, run, config: config)
         }
     }

@@ -246,3 +246,11 @@ func faultyConfig(_ dir: String, _ fs: FaultyFileSystem, durability: BeaconLog.D
     c.fileSystem = fs
     return c
 }
+
+/// A configuration whose fsyncs succeed without reaching the disk: for tests of logic other than
+/// durability (quota, rolls, sweeps), which then run without waiting on the disk.
+func fastConfig(_ dir: String, durability: BeaconLog.Durability = .everyRecord, segmentBytes: Int = 4096, maxBytes: Int64 = 1 << 20) -> BeaconLog.Configuration {
+    let fs = FaultyFileSystem()
+    fs.skipSyncs = true
+    return faultyConfig(dir, fs, durability: durability, segmentBytes: segmentBytes, maxBytes: maxBytes)
+}

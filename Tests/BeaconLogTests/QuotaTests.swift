@@ -20,7 +20,7 @@ import Testing
     @Test(arguments: [0, 30])
     func dropOldestCountsExactlyTheRecordsItDeletes(acknowledgeFirst: Int) throws {
         try withTemporaryDirectory { dir in
-            let config = smallConfig(dir, durability: .everyRecord, segmentBytes: 4096, maxBytes: 3 * 4096)
+            let config = fastConfig(dir, durability: .everyRecord, segmentBytes: 4096, maxBytes: 3 * 4096)
             let log = try BeaconLog(configuration: config)
             var expectedDropped: UInt64 = 0
             var drops = 0
@@ -62,7 +62,7 @@ import Testing
     /// segment's records once, however many drops happen.
     @Test func writeOnlyWriterCountsDropsOnce() throws {
         try withTemporaryDirectory { dir in
-            var writerConfig = smallConfig(dir, durability: .everyRecord, segmentBytes: 4096, maxBytes: 3 * 4096)
+            var writerConfig = fastConfig(dir, durability: .everyRecord, segmentBytes: 4096, maxBytes: 3 * 4096)
             writerConfig.access = .write
             var readerConfig = smallConfig(dir)
             readerConfig.access = .read
@@ -86,7 +86,7 @@ import Testing
     /// appends are accepted again.
     @Test func rejectNewRefusesAndCounts() throws {
         try withTemporaryDirectory { dir in
-            var config = smallConfig(dir, durability: .everyRecord, segmentBytes: 4096, maxBytes: 3 * 4096)
+            var config = fastConfig(dir, durability: .everyRecord, segmentBytes: 4096, maxBytes: 3 * 4096)
             config.quotaPolicy = .rejectNew
             let log = try BeaconLog(configuration: config)
             var accepted = 0
@@ -122,7 +122,7 @@ import Testing
     @Test(arguments: [64, 1000, 4096, 10_000])
     func maxRecordBytesIsEnforced(limit: Int) throws {
         try withTemporaryDirectory { dir in
-            var config = smallConfig(dir, durability: .everyRecord)
+            var config = fastConfig(dir, durability: .everyRecord)
             config.maxRecordBytes = limit
             let log = try BeaconLog(configuration: config)
             let fits = #"{"p":""# + String(repeating: "a", count: limit - 8) + #""}"#

@@ -218,4 +218,31 @@ import Testing
             try log.close()
         }
     }
+
+    /// A `.read` instance (another process appends) must refuse, like the writer does, a position
+    /// beyond the data on disk: accepting it would pass over every record appended up to there.
+    @Test func readerRefusesToAcknowledgeBeyondTheData() throws {
+        try withTemporaryDirectory { dir in
+            var writerConfig = smallConfig(dir, durability: .everyRecord)
+            writerConfig.access = .write
+            var readerConfig = smallConfig(dir)
+            readerConfig.access = .read
+            let writer = try BeaconLog(configuration: writerConfig)
+            let reader = try BeaconLog(configuration: readerConfig)
+            for i in 0..<10 { try writer.append(numbered(i)) }
+            let batch = try reader.read(maxRecords: 100)
+            #expect(batch.seqs == Array(0..<10))
+            for beyond in [
+                LogPosition(segment: batch.end.segment, offset: batch.end.offset + 50, seq: 20),
+                LogPosition(segment: batch.end.segment + 7, offset: 100, seq: 999),
+            ] {
+                _ = expectLogError(.invalidArgument) { try reader.acknowledge(through: beyond) }
+            }
+            for i in 10..<20 { try writer.append(numbered(i)) }
+            let seqs = try reader.read(maxRecords: 100).seqs
+            #expect(seqs == Array(0..<20))
+            try reader.close()
+            try writer.close()
+        }
+    }
 }

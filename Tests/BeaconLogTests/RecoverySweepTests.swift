@@ -15,7 +15,7 @@ struct LogSnapshot {
             let log = try BeaconLog(configuration: smallConfig(dir, segmentBytes: segmentBytes))
             var records: [String] = []
             for i in 0..<count {
-                let r = numbered(i, pad: (i * 7) % 23)
+                let r = numbered(i, pad: i >= count - 3 ? 0 : (i * 7) % 23)
                 records.append(r)
                 try log.append(r)
             }
@@ -76,11 +76,11 @@ struct LogSnapshot {
     /// are cut off, and appending continues with the next seq in a log that verifies clean.
     @Test(arguments: Damage.allCases)
     func everyTailOffset(damage: Damage) throws {
-        let snapshot = try LogSnapshot.build(count: 200, acknowledged: 5)
+        let snapshot = try LogSnapshot.build(count: 130, acknowledged: 5)
         let newest = snapshot.segments.last!
         let name = SegmentName.fileName(newest)
         let lines = snapshot.lines(ofSegment: newest)
-        #expect(snapshot.segments.count >= 3)
+        #expect(snapshot.segments.count >= 2)
         let size = snapshot.files[name]!.count
         let from = lines[lines.count - 3].range.lowerBound
         let firstInNewest = lines.first!.seq!
@@ -158,15 +158,16 @@ struct LogSnapshot {
         let lines = snapshot.lines(ofSegment: number)
         var rng = SeededGenerator(seed: 77 + UInt64(segmentIndex))
         var failures: [String] = []
-        for line in lines {
-            for _ in 0..<3 {
+        try withTemporaryDirectory { dir in
+            try snapshot.restore(into: dir)
+            for line in lines {
                 var byte: Int
                 var bit: Int
                 repeat {
                     byte = Int.random(in: line.range.lowerBound..<(line.range.upperBound - 1), using: &rng)
                     bit = Int.random(in: 0..<8, using: &rng)
                 } while snapshot.files[name]![byte] ^ UInt8(1 << bit) == 0x0A
-                if let failure = try flipOnlySkipsThatRecord(snapshot, segment: number, line: line, byte: byte, bit: bit) { failures.append(failure) }
+                if let failure = try flipOnlySkipsThatRecord(snapshot, in: dir, segment: number, line: line, byte: byte, bit: bit) { failures.append(failure) }
             }
         }
         #expect(failures.isEmpty, "\(failures.count) flips: \(failures.prefix(6))")
@@ -174,25 +175,27 @@ struct LogSnapshot {
 
     /// Flips one bit and checks that exactly the damaged record is passed over and counted;
     /// returns what went wrong otherwise.
-    func flipOnlySkipsThatRecord(_ snapshot: LogSnapshot, segment: UInt64, line: RawLine, byte: Int, bit: Int) throws -> String? {
+    func flipOnlySkipsThatRecord(_ snapshot: LogSnapshot, in dir: String, segment: UInt64, line: RawLine, byte: Int, bit: Int) throws -> String? {
         let name = SegmentName.fileName(segment)
         let total = snapshot.records.count
-        return try withTemporaryDirectory { dir in
-            try snapshot.restore(into: dir) { files in files[name]![byte] ^= UInt8(1 << bit) }
-            var config = smallConfig(dir)
-            config.access = .readOnly
-            let log = try BeaconLog(configuration: config)
-            defer { try? log.close() }
-            let read = try readAll(log)
-            let damaged = line.seq!
-            let expected = (0..<total).filter { UInt64($0) != damaged }
-            let ok = read.seqs == expected.map { UInt64($0) }
-                && read.records == expected.map { snapshot.records[$0] }
-                && read.skipped == 1 && log.stats.skippedCorrupt == 1
-            if ok { return nil }
-            let column = byte - line.range.lowerBound
-            return "seq \(damaged) (segment \(segment)) byte \(column) ('\(Character(Unicode.Scalar(snapshot.files[name]![byte])))') bit \(bit): skipped \(read.skipped), missing \(Set(expected.map { UInt64($0) }).subtracting(read.seqs).sorted()), extra \(Set(read.seqs).subtracting(expected.map { UInt64($0) }).sorted()), wrong bytes at seqs \(zip(read.seqs, read.records).filter { Int($0.0) >= total || snapshot.records[Int($0.0)] != $0.1 }.map(\.0))"
-        }
+        var damagedBytes = snapshot.files[name]!
+        damagedBytes[byte] ^= UInt8(1 << bit)
+        try writeFile(dir + "/" + name, damagedBytes)
+        defer { try? writeFile(dir + "/" + name, snapshot.files[name]!) }
+        // Read-only: no lock, no repair, no counters written, so the directory stays as restored.
+        var config = smallConfig(dir)
+        config.access = .readOnly
+        let log = try BeaconLog(configuration: config)
+        defer { try? log.close() }
+        let read = try readAll(log)
+        let damaged = line.seq!
+        let expected = (0..<total).filter { UInt64($0) != damaged }
+        let ok = read.seqs == expected.map { UInt64($0) }
+            && read.records == expected.map { snapshot.records[$0] }
+            && read.skipped == 1 && log.stats.skippedCorrupt == 1
+        if ok { return nil }
+        let column = byte - line.range.lowerBound
+        return "seq \(damaged) (segment \(segment)) byte \(column) ('\(Character(Unicode.Scalar(snapshot.files[name]![byte])))') bit \(bit): skipped \(read.skipped), missing \(Set(expected.map { UInt64($0) }).subtracting(read.seqs).sorted()), extra \(Set(read.seqs).subtracting(expected.map { UInt64($0) }).sorted()), wrong bytes at seqs \(zip(read.seqs, read.records).filter { Int($0.0) >= total || snapshot.records[Int($0.0)] != $0.1 }.map(\.0))"
     }
 
     /// Every bit of every seq digit of the first two and the last record of each older segment:
@@ -201,20 +204,21 @@ struct LogSnapshot {
     func seqDigitFlipsAtSegmentEdges(segmentIndex: Int) throws {
         let snapshot = try LogSnapshot.build(count: 200)
         var failures: [String] = []
-        for number in [snapshot.segments[segmentIndex]] {
-            let lines = snapshot.lines(ofSegment: number)
+        let number = snapshot.segments[segmentIndex]
+        let name = SegmentName.fileName(number)
+        let lines = snapshot.lines(ofSegment: number)
+        try withTemporaryDirectory { dir in
+            try snapshot.restore(into: dir)
             for line in [lines[0], lines[1], lines[lines.count - 1]] {
                 let digits = String(line.seq!).count
                 for byte in (line.range.lowerBound + 7)..<(line.range.lowerBound + 7 + digits) {
                     // Bits 0-3 turn a digit into another digit (or ':' ';' '<' '=' '>' '?', which are corrupt).
-                    for bit in 0..<4 {
-                        if let failure = try flipOnlySkipsThatRecord(snapshot, segment: number, line: line, byte: byte, bit: bit) { failures.append(failure) }
+                    for bit in 0..<4 where snapshot.files[name]![byte] ^ UInt8(1 << bit) != 0x0A {
+                        if let failure = try flipOnlySkipsThatRecord(snapshot, in: dir, segment: number, line: line, byte: byte, bit: bit) { failures.append(failure) }
                     }
                 }
             }
         }
-        withKnownIssue("the first record of a segment with damaged seq digits is taken at its face value: another record is skipped, or it is passed over uncounted (BeaconLog+Read.swift: lastInSegment is nil at a segment's start)", isIntermittent: true) {
-            #expect(failures.isEmpty, "\(failures.count) flips: \(failures.prefix(8))")
-        }
+        #expect(failures.isEmpty, "\(failures.count) flips: \(failures.prefix(8))")
     }
 }

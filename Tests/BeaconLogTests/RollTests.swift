@@ -66,7 +66,7 @@ import Testing
     func batchCrossingTheBoundary(delta: Int) throws {
         let s = Self.segmentBytes
         try withTemporaryDirectory { dir in
-            let log = try BeaconLog(configuration: smallConfig(dir, durability: .everyRecord, segmentBytes: s))
+            let log = try BeaconLog(configuration: fastConfig(dir, durability: .everyRecord, segmentBytes: s))
             let filler = Array(numbered(0, pad: 100).utf8)
             var batch: [[UInt8]] = []
             var used = 0
@@ -96,7 +96,7 @@ import Testing
         let s = Self.segmentBytes
         var rng = SeededGenerator(seed: 0xB0A7)
         try withTemporaryDirectory { dir in
-            let log = try BeaconLog(configuration: smallConfig(dir, durability: durability, segmentBytes: s))
+            let log = try BeaconLog(configuration: fastConfig(dir, durability: durability, segmentBytes: s))
             var records: [String] = []
             for i in 0..<400 {
                 let pad = Int.random(in: 0..<10, using: &rng) == 0 ? Int.random(in: 3000...6000, using: &rng) : Int.random(in: 0...300, using: &rng)

@@ -276,6 +276,112 @@ func occurrences(of key: String, in bytes: [UInt8]) -> Int {
         }
     }
 
+    @Test func theWriterReportsEachCommitToTheAppendHook() async throws {
+        try await withTrackerDirectory { dir in
+            let beacon = try Beacon(configuration: .testing(dir))
+            let seen = Mutex<[UInt64]>([])
+            beacon.setOnAppended { pending in seen.withLock { $0.append(pending) } }
+            for i in 0..<50 { beacon.track("E", properties: ["i": .int(i)]) }
+            try beacon.sync()
+            let reports = seen.withLock { $0 }
+            #expect(!reports.isEmpty)
+            #expect(reports == reports.sorted())          // nothing is acknowledged: pending only grows
+            #expect(reports.last == 50)
+            await beacon.close()
+        }
+    }
+
+    /// A tracker whose last reference goes away inside the append hook (on the writer thread)
+    /// closes without waiting for its own thread.
+    @Test func releasingTheTrackerFromTheAppendHookDoesNotDeadlock() async throws {
+        try await withTrackerDirectory { dir in
+            let closed = DispatchSemaphore(value: 0)
+            let holder = Locked<Beacon?>(nil)
+            do {
+                let beacon = try Beacon(configuration: .testing(dir))
+                beacon.setOnAppended { _ in
+                    let last = holder.withLock { b -> Beacon? in
+                        let old = b
+                        b = nil
+                        return old
+                    }
+                    guard last != nil else { return }
+                    _ = consume last    // the last reference goes here, on the writer thread
+                    closed.signal()
+                }
+                holder.withLock { $0 = beacon }
+                beacon.track("E")
+            }
+            #expect(closed.wait(timeout: .now() + 10) == .success)
+            // The tracker closed itself on its writer thread: the lock is released.
+            var released = false
+            for _ in 0..<1000 where !released {
+                released = BeaconLog.lockHolder(.writer, directory: dir) == nil
+                if !released { usleep(2000) }
+            }
+            #expect(released)
+        }
+    }
+
+    @Test func theDefaultDiagnosticsAreRateLimited() {
+        let limiter = RateLimiter(perSecond: 10)
+        let admitted = (0..<100).filter { _ in limiter.admit() != nil }.count
+        #expect(admitted == 10)
+    }
+
+    @Test func recordsTheLogRefusesAreCountedByReason() async throws {
+        try await withTrackerDirectory { dir in
+            var config = Beacon.Configuration.testing(dir)
+            config.segmentBytes = 4096
+            config.maxBytes = 8192
+            config.quotaPolicy = .rejectNew
+            let diagnostics = DiagnosticsCollector()
+            config.diagnostics = diagnostics.handler()
+            let beacon = try Beacon(configuration: config)
+            for i in 0..<200 {
+                beacon.track("Fill", properties: ["i": .int(i), "pad": .string(String(repeating: "x", count: 100))])
+                if i % 10 == 9 { try? beacon.sync() }
+            }
+            try? beacon.sync()
+            let stats = beacon.stats
+            let quota = stats.dropped["quota"] ?? 0
+            #expect(quota > 0)
+            #expect(stats.durable + quota == 200)
+            #expect(stats.lastError?.contains("quota") == true)
+            #expect(diagnostics.all.contains { $0.kind == .dropped && $0.message.contains("quota") })
+            await beacon.close()
+        }
+    }
+
+    @Test func anInvalidDynamicSuperPropertyRefusesTheEvent() async throws {
+        try await withTrackerDirectory { dir in
+            let beacon = try Beacon(configuration: .testing(dir))
+            let flip = Mutex(false)
+            beacon.registerDynamicSuperProperties { flip.withLock { $0 } ? ["bad key": 1] : ["good": 1] }
+            beacon.track("A")
+            flip.withLock { $0 = true }
+            beacon.track("B")
+            let records = try events(of: beacon)
+            #expect(records.map { $0["event"] as? String } == ["A"])
+            #expect((records.first?["properties"] as? [String: Any])?["good"] as? Int == 1)
+            #expect(beacon.stats.invalidByRule["identifier"] == 1)
+            await beacon.close()
+        }
+    }
+
+    @Test func aTrackerThatIsNotClosedClosesWhenReleased() async throws {
+        try await withTrackerDirectory { dir in
+            var config = Beacon.Configuration.testing(dir)
+            config.lifecycleEvents = true
+            do {
+                let beacon = try Beacon(configuration: config)
+                beacon.track("Work")
+            }
+            #expect(BeaconLog.lockHolder(.writer, directory: dir) == nil)
+            #expect(try readObjects(dir).map { $0["event"] as? String } == ["$AppStart", "Work", "$AppEnd"])
+        }
+    }
+
     @Test func trackIdsAreUniqueByDefault() async throws {
         try await withTrackerDirectory { dir in
             let beacon = try Beacon(configuration: .testing(dir))

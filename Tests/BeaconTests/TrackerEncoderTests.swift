@@ -137,6 +137,29 @@ func expectSame(_ parsed: Any?, _ value: PropertyValue, key: String) {
         }
     }
 
+    /// Records larger than the encoder's stack buffer move to the heap, at every size around it.
+    @Test func recordsGrowPastTheStackBuffer() async throws {
+        try await withTrackerDirectory { dir in
+            let beacon = try Beacon(configuration: .testing(dir))
+            var expected: [[String: PropertyValue]] = []
+            for size in stride(from: 600, through: 3000, by: 7) {
+                let text = String(repeating: "ab\"\n\u{1}é", count: size / 7)
+                let properties: [String: PropertyValue] = ["text": .string(text), "n": .int(size), "list": .strings([text, ""])]
+                beacon.track("Large", properties: properties)
+                expected.append(properties)
+            }
+            try beacon.sync()
+            let raw = try readEventsWhileOpenRaw(beacon)
+            #expect(raw.count == expected.count)
+            for (bytes, properties) in zip(raw, expected) {
+                let object = try #require(try JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any])
+                let parsed = try #require(object["properties"] as? [String: Any])
+                for (key, value) in properties { expectSame(parsed[key], value, key: key) }
+            }
+            await beacon.close()
+        }
+    }
+
     @Test func everyControlCharacterIsEscaped() throws {
         for scalar in (0...0x7F).compactMap(Unicode.Scalar.init) {
             let text = "a\(scalar)b"
@@ -197,8 +220,44 @@ func expectSame(_ parsed: Any?, _ value: PropertyValue, key: String) {
         #expect(Decimal(string: text) == Decimal(micros) / 1000)
     }
 
+    /// The short-decimal fast path (up to three decimals) against Swift's own parser, for every
+    /// value with up to three decimals around powers of ten, and random ones.
+    @Test func shortDecimalsRoundTripExactly() throws {
+        var rng = SplitMix(state: 99)
+        var values: [Double] = []
+        for decimals in 0...4 {
+            for _ in 0..<3000 {
+                let integer = Double(Int64.random(in: -10_000_000_000 ... 10_000_000_000, using: &rng))
+                values.append(integer / pow(10, Double(decimals)))
+            }
+        }
+        values += [0.001, 0.0011, 0.01, 0.1, 0.3, 0.7, 9.99, 19.99, 999_999_999_999.9, 1e12 - 0.001, 0.00099, 1e-3, 4.35, 2.675, 1.005]
+        values += (0..<5000).map { _ in Double.random(in: -1e6 ... 1e6, using: &rng) }
+        for value in values {
+            var out: [UInt8] = []
+            JSONBytes.appendDouble(value, to: &out)
+            let text = String(decoding: out, as: UTF8.self)
+            #expect(Double(text) == value, "\(value) written as \(text)")
+            #expect(Double(text)?.sign == value.sign || value == 0)
+            #expect(try JSONDecoder().decode(Double.self, from: Data(out)) == value)
+        }
+    }
+
     @Test func integersAtTheEdges() throws {
-        for value in [Int64.min, .max, 0, -1, 10, -10, 1_000_000_007] {
+        var edges: [Int64] = [Int64.min, .max, 0, -1, 10, -10, 1_000_000_007, Int64.min + 1]
+        var power: Int64 = 1
+        for _ in 0..<19 {
+            edges += [power - 1, power, power + 1, -power, -(power - 1)]
+            power = power &* 10
+        }
+        var rng = SplitMix(state: 3)
+        edges += (0..<1000).map { _ in Int64.random(in: .min ... .max, using: &rng) }
+        for value in UInt64.max - 2 ... UInt64.max {
+            var out: [UInt8] = []
+            JSONBytes.appendUInt(value, to: &out)
+            #expect(String(decoding: out, as: UTF8.self) == String(value))
+        }
+        for value in edges {
             var out: [UInt8] = []
             JSONBytes.appendInt(value, to: &out)
             #expect(String(decoding: out, as: UTF8.self) == String(value))

@@ -105,6 +105,23 @@ let validationCases: [ValidationCase] = [
         }
     }
 
+    @Test func theReservedCheckMatchesTheListExactly() {
+        func reserved(_ name: String) -> Bool {
+            var name = name
+            return name.withUTF8 { Validation.isReserved($0) }
+        }
+        for name in Validation.reservedNames {
+            #expect(reserved(name), "\(name)")
+            for near in [name + "x", String(name.dropLast()), name.uppercased()] where !Validation.reservedNames.contains(near) {
+                #expect(!reserved(near), "\(near)")
+            }
+            var changed = Array(name.utf8)
+            changed[changed.count - 1] ^= 0x01
+            #expect(!reserved(String(decoding: changed, as: UTF8.self)), "near \(name)")
+        }
+        for name in ["", "i", "ids", "item", "price", "dates", "timer", "userid", "_track", "propertie"] { #expect(!reserved(name), "\(name)") }
+    }
+
     @Test func anInvalidEventLosesNothingElse() async throws {
         try await withTrackerDirectory { dir in
             let beacon = try Beacon(configuration: .testing(dir))

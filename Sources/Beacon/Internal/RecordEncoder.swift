@@ -33,13 +33,13 @@ enum RecordEncoder {
     /// The name diagnostics use for the record: its event, or its profile operation.
     static func subject(_ input: Input) -> String { input.event ?? input.type.rawValue }
 
-    static func encode(_ input: Input, snapshot: Snapshot, into out: inout [UInt8]) throws {
+    static func encode(_ input: Input, snapshot: Snapshot, into out: inout ByteWriter) throws {
         let subject = subject(input)
-        out.append(contentsOf: #"{"_track_id":"#.utf8)
+        out.append(#"{"_track_id":"#)
         JSONBytes.appendUInt(input.trackId, to: &out)
-        out.append(contentsOf: #","time":"#.utf8)
+        out.append(#","time":"#)
         JSONBytes.appendInt(input.timeMilliseconds, to: &out)
-        out.append(contentsOf: #","type":""#.utf8)
+        out.append(#","type":""#)
         JSONBytes.appendRaw(input.type.rawValue, to: &out)
         out.append(0x22)
         if let event = input.event {
@@ -48,26 +48,26 @@ enum RecordEncoder {
                 if !(input.isBeaconEvent && Validation.isIdentifier(utf8)) {
                     _ = try Validation.checkName(utf8, isKey: false, event: subject, key: nil)
                 }
-                out.append(contentsOf: #","event":""#.utf8)
-                out.append(contentsOf: utf8)
+                out.append(#","event":""#)
+                out.append(utf8)
                 out.append(0x22)
             }
         }
         out.append(0x2C)
         if let distinctId = input.distinctId {
             try Validation.checkIdentity(distinctId, what: "distinct id", event: subject)
-            out.append(contentsOf: #""distinct_id":"#.utf8)
+            out.append(#""distinct_id":"#)
             JSONBytes.appendString(distinctId, to: &out)
-            out.append(contentsOf: #","anonymous_id":"#.utf8)
+            out.append(#","anonymous_id":"#)
             JSONBytes.appendString(snapshot.anonymousId, to: &out)
             if let loginId = snapshot.loginId {
-                out.append(contentsOf: #","login_id":"#.utf8)
+                out.append(#","login_id":"#)
                 JSONBytes.appendString(loginId, to: &out)
             }
         } else {
-            out.append(contentsOf: snapshot.identityBytes)
+            out.append(snapshot.identityBytes)
         }
-        out.append(contentsOf: #","properties":{"#.utf8)
+        out.append(#","properties":{"#)
         var first = true
         var sawPresetKey = try appendProperties(input.properties, skip: nil, subject: subject, first: &first, into: &out)
         if input.withPresets {
@@ -83,7 +83,7 @@ enum RecordEncoder {
             if !mustFilter {
                 if !snapshot.baseBytes.isEmpty {
                     if !first { out.append(0x2C) }
-                    out.append(contentsOf: snapshot.baseBytes)
+                    out.append(snapshot.baseBytes)
                     first = false
                 }
             } else {
@@ -98,7 +98,7 @@ enum RecordEncoder {
         }
         if let duration = input.durationMicroseconds {
             if !first { out.append(0x2C) }
-            out.append(contentsOf: #""$event_duration":"#.utf8)
+            out.append(#""$event_duration":"#)
             JSONBytes.appendThousandths(duration, to: &out)
         }
         out.append(0x7D)
@@ -107,7 +107,7 @@ enum RecordEncoder {
 
     /// Validates and appends `properties` except the keys in `skip`; returns true if a preset key
     /// (`$…`) was among them.
-    static func appendProperties(_ properties: [String: PropertyValue], skip: [String: PropertyValue]?, subject: String, first: inout Bool, into out: inout [UInt8]) throws -> Bool {
+    static func appendProperties(_ properties: [String: PropertyValue], skip: [String: PropertyValue]?, subject: String, first: inout Bool, into out: inout ByteWriter) throws -> Bool {
         var sawPresetKey = false
         for (key, value) in properties {
             if let skip, skip[key] != nil { continue }

@@ -14,12 +14,6 @@ enum Validation {
         "_track_id", "anonymous_id", "date", "datetime", "distinct_id", "event", "events", "first_id",
         "id", "login_id", "original_id", "properties", "second_id", "time", "type", "user_id", "users",
     ]
-    static let reservedByLength: [[[UInt8]]] = {
-        var table = [[[UInt8]]](repeating: [], count: 13)
-        for name in reservedNames { table[name.utf8.count].append(Array(name.utf8)) }
-        return table
-    }()
-
     /// Preset keys a caller or a super property may set, overriding Beacon's value.
     static let presetKeys: Set<String> = ["$lib", "$lib_version", "$os", "$os_version", "$model", "$app_version"]
 
@@ -36,12 +30,32 @@ enum Validation {
         return true
     }
 
+    /// Whether `utf8` is one of ``reservedNames``: a switch on length and first byte, then one
+    /// comparison, so the common case costs no call. Kept in step with the list by a test.
     static func isReserved(_ utf8: UnsafeBufferPointer<UInt8>) -> Bool {
-        guard utf8.count < reservedByLength.count else { return false }
-        for candidate in reservedByLength[utf8.count] where candidate.withUnsafeBufferPointer({ memcmp($0.baseAddress!, utf8.baseAddress!, utf8.count) == 0 }) {
-            return true
+        guard let first = utf8.first else { return false }
+        @inline(__always) func equals(_ name: StaticString) -> Bool {
+            memcmp(utf8.baseAddress!, name.utf8Start, name.utf8CodeUnitCount) == 0
         }
-        return false
+        switch (utf8.count, first) {
+        case (2, 0x69): return equals("id")
+        case (4, 0x64): return equals("date")
+        case (4, 0x74): return equals("time") || equals("type")
+        case (5, 0x65): return equals("event")
+        case (5, 0x75): return equals("users")
+        case (6, 0x65): return equals("events")
+        case (7, 0x75): return equals("user_id")
+        case (8, 0x64): return equals("datetime")
+        case (8, 0x66): return equals("first_id")
+        case (8, 0x6C): return equals("login_id")
+        case (9, 0x5F): return equals("_track_id")
+        case (9, 0x73): return equals("second_id")
+        case (10, 0x70): return equals("properties")
+        case (11, 0x64): return equals("distinct_id")
+        case (11, 0x6F): return equals("original_id")
+        case (12, 0x61): return equals("anonymous_id")
+        default: return false
+        }
     }
 
     /// Checks an event name (or property key: `isKey`) given as UTF-8. Returns true when it starts

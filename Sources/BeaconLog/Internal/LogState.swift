@@ -37,6 +37,9 @@ struct State: Sendable {
     /// End of the data known to be fsynced.
     var durable: LogPosition
     var checkpoint: LogPosition
+    /// The furthest batch end `read` returned: without the writer's state, a reader acknowledges
+    /// no further than what it has read.
+    var readEnd: LogPosition?
     var flushScheduled = false
     /// The furthest position at which a corrupt record was counted, so re-reading does not count it twice.
     var corruptCountedThrough: LogPosition?
@@ -61,6 +64,8 @@ struct WriterIO: Sendable {
 /// The reader's side: the checkpoint file and a read-ahead cache. Behind `BeaconLog.readerIO`.
 struct ReaderIO: Sendable {
     var generation: UInt64
+    /// Write the next checkpoint as a whole new file (a slot was damaged), not in place.
+    var replaceCheckpointFile = false
     var checkpointFile: LogFile?
     var readFile: (segment: UInt64, file: LogFile)?
     var cache: ReadCache?
