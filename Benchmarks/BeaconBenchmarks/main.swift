@@ -1,1 +1,118 @@
-print("beacon-bench arrives with issue 3")
+// beacon-bench: the workload of ../shared/WORKLOAD.md through BeaconLog's public API, against a
+// raw baseline on the same file system, median of rounds. `swift run -c release beacon-bench`.
+import Foundation
+import Glibc
+
+/// Every phase, in the order a round runs them. One line per phase.
+var benchPhases: [any BenchPhase.Type] {
+    [
+        AppendPhase.self,
+        DrainPhase.self,
+        OpenPhase.self,
+        TrackPhase.self,
+    ]
+}
+
+let usage = """
+    usage: beacon-bench [--quick] [--phase NAME]... [--rounds N] [--dir PATH]
+      --quick       small N for a smoke run (seconds; CI runs it)
+      --phase NAME  run only this phase (repeatable); phases:
+    \(benchPhases.map { "                  \($0.name): \($0.summary)" }.joined(separator: "\n"))
+      --rounds N    rounds; each figure is the median (default 3, 1 with --quick)
+      --dir PATH    where the data goes (default: a new .beacon-bench-XXXXXX in the working
+                    directory, on its file system, removed afterwards)
+    """
+
+func fail(_ message: String, code: Int32 = 64) -> Never {
+    FileHandle.standardError.write(Data("beacon-bench: \(message)\n".utf8))
+    exit(code)
+}
+
+var quick = false
+var phaseNames: [String] = []
+var rounds: Int?
+var dirArgument: String?
+var arguments = Array(CommandLine.arguments.dropFirst())[...]
+while let argument = arguments.popFirst() {
+    var name = argument
+    var inline: String?
+    if let equals = argument.firstIndex(of: "="), argument.hasPrefix("--") {
+        name = String(argument[..<equals])
+        inline = String(argument[argument.index(after: equals)...])
+    }
+    func value() -> String {
+        if let inline { return inline }
+        guard let next = arguments.popFirst() else { fail("\(name) needs a value\n\(usage)") }
+        return next
+    }
+    switch name {
+    case "--quick": quick = true
+    case "--phase": phaseNames.append(value())
+    case "--rounds":
+        let text = value()
+        guard let n = Int(text), n >= 1, n <= 100 else { fail("--rounds must be 1...100, not '\(text)'") }
+        rounds = n
+    case "--dir": dirArgument = value()
+    case "--help", "-h":
+        print(usage)
+        exit(0)
+    default: fail("unknown argument \(argument)\n\(usage)")
+    }
+}
+for name in phaseNames where !benchPhases.contains(where: { $0.name == name }) {
+    fail("unknown phase '\(name)'; phases: \(benchPhases.map { $0.name }.joined(separator: ", "))")
+}
+let selected = benchPhases.filter { phaseNames.isEmpty || phaseNames.contains($0.name) }
+let roundCount = rounds ?? (quick ? 1 : 3)
+
+// The data directory: on the working directory's file system unless --dir says otherwise.
+let directory: String
+let removeAfterwards: Bool
+if let dirArgument {
+    try? FileManager.default.createDirectory(atPath: dirArgument, withIntermediateDirectories: true)
+    directory = dirArgument.hasPrefix("/") ? dirArgument : FileManager.default.currentDirectoryPath + "/" + dirArgument
+    removeAfterwards = false
+} else {
+    var template = Array((FileManager.default.currentDirectoryPath + "/.beacon-bench-XXXXXX").utf8CString)
+    guard let made = mkdtemp(&template) else { fail("cannot create a temporary directory in the working directory: \(String(cString: strerror(errno)))", code: 74) }
+    directory = String(cString: made)
+    removeAfterwards = true
+}
+let context = BenchContext(quick: quick, directory: directory)
+var report = Report()
+var ok = true
+do {
+    for round in 1...roundCount {
+        context.round = round
+        for phase in selected {
+            let start = now()
+            let figures = try phase.runRound(context)
+            report.figures += figures
+            FileHandle.standardError.write(Data("round \(round)/\(roundCount) phase \(phase.name): \(format(now() - start, 1)) s\n".utf8))
+        }
+    }
+} catch {
+    FileHandle.standardError.write(Data("beacon-bench: \(error)\n".utf8))
+    ok = false
+}
+// What was made here goes; a --dir given by the user keeps only itself.
+if removeAfterwards {
+    try? FileManager.default.removeItem(atPath: directory)
+} else {
+    for name in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] where name.hasPrefix("beacon-") || name.hasPrefix("raw-") {
+        try? FileManager.default.removeItem(atPath: directory + "/" + name)
+    }
+}
+#if DEBUG
+let build = "debug build: figures are not meaningful; use swift run -c release beacon-bench"
+#else
+let build = "release build"
+#endif
+let header = """
+    beacon-bench: WORKLOAD.md\(quick ? " (--quick: small N, a smoke run)" : ""), \(roundCount) round\(roundCount == 1 ? "" : "s"), median by events/s; \(build)
+    data: \(directory) (removed afterwards: \(removeAfterwards ? "yes" : "no, only its contents"))
+    beacon: BeaconLog public API, one append call per event, segments 8 MiB, fsync(2) per commit (FileHandle.synchronize),
+            checkpoint in place (pwrite + fdatasync, two slots); raw: 64 KiB buffer + write(2) + fdatasync(2), B: in-place pwrite + fdatasync
+    """
+report.print(rounds: roundCount, header: header)
+exit(ok ? 0 : 1)

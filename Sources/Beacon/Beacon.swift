@@ -1,2 +1,345 @@
-// The tracker lands here (issue 4).
 @_exported import BeaconLog
+import Foundation
+import Glibc
+import Synchronization
+
+/// A durable analytics tracker for a Linux service: events, identity, profiles, timers and
+/// lifecycle events, recorded in a crash-safe ``BeaconLog``.
+///
+/// `track` is synchronous, never throws and never waits for the disk: it validates and encodes
+/// the event to JSON bytes on the caller's thread and hands them to one writer thread, which
+/// group-commits them to the log. Events reach the log in the order of the `track` calls.
+///
+/// ```swift
+/// let beacon = try Beacon(configuration: .init(directory: "/var/lib/app/beacon"))
+/// beacon.track("Purchase", properties: ["price": 9.99, "item": "book", "vip": true])
+/// await beacon.close()
+/// ```
+///
+/// Invalid input is refused with a diagnostic naming the event, the key and the rule (see
+/// ``Configuration/diagnostics``) and counted in ``stats``. All methods are thread-safe.
+public final class Beacon: Sendable {
+    /// The version sent as `$lib_version`.
+    public static let libraryVersion = "1.0.0"
+
+    /// The configuration the tracker was opened with.
+    public let configuration: Configuration
+    /// The log the tracker writes to (the delivery side reads from it).
+    let log: BeaconLog
+    let writer: EventWriter
+    let identityStore: IdentityStore
+    let presets: [Snapshot.Entry]
+    let context: Mutex<Context>
+    let counters: Locked<Counters>
+    let trackedCount = Atomic<UInt64>(0)
+    let timerState = Mutex<TimerTable>(TimerTable())
+    /// Monotonic time since the tracker opened.
+    let elapsed: @Sendable () -> Duration
+    let makeTrackId: @Sendable () -> UInt64
+    let closed = Atomic<Bool>(false)
+    /// Serialises identity changes with their saves.
+    let identitySaves = Mutex<Void>(())
+
+    struct Context: Sendable {
+        var identity: IdentityStore.Identity
+        var superProperties: [String: PropertyValue] = [:]
+        var dynamicSuperProperties: (@Sendable () -> [String: PropertyValue])?
+        var snapshot: Snapshot
+    }
+
+    struct Counters: Sendable {
+        var invalidByRule: [String: UInt64] = [:]
+        var dropped: [String: UInt64] = [:]
+        var lastError: String?
+    }
+
+    /// Opens (or creates) the log in `configuration.directory`, recovering it after an unclean
+    /// stop, loads or creates the identity, and tracks `$AppStart` (unless lifecycle events are off).
+    ///
+    /// Throws ``BeaconLogError`` if the log cannot be opened, for example `.locked` when another
+    /// tracker (in this or another process) uses the directory.
+    public init(configuration: Configuration) throws {
+        self.configuration = configuration
+        var logConfig = BeaconLog.Configuration(directory: configuration.directory)
+        logConfig.durability = configuration.durability
+        logConfig.segmentBytes = configuration.segmentBytes
+        logConfig.maxBytes = configuration.maxBytes
+        logConfig.quotaPolicy = configuration.quotaPolicy
+        logConfig.maxRecordBytes = configuration.maxRecordBytes
+        precondition(configuration.logAccess == .readWrite || configuration.logAccess == .write, "a tracker appends: logAccess must be .readWrite or .write")
+        logConfig.access = configuration.logAccess
+        let log = try BeaconLog(configuration: logConfig)
+        self.log = log
+        self.elapsed = Beacon.elapsedClock(configuration.monotonicClock)
+        self.makeTrackId = configuration.trackIdGenerator ?? Beacon.defaultTrackIdGenerator()
+        self.presets = Beacon.presets(appVersion: configuration.appVersion)
+
+        let diagnostics = configuration.diagnostics
+        let store = IdentityStore(directory: log.configuration.directory)
+        self.identityStore = store
+        var identity: IdentityStore.Identity
+        var mustSave = false
+        do {
+            if let stored = try store.load() {
+                identity = stored
+            } else {
+                identity = IdentityStore.Identity(anonymousId: UUID().uuidString.lowercased(), loginId: nil)
+                mustSave = true
+            }
+        } catch {
+            diagnostics(BeaconDiagnostic(kind: .storage, message: "\(error)"))
+            identity = IdentityStore.Identity(anonymousId: UUID().uuidString.lowercased(), loginId: nil)
+            mustSave = true
+        }
+        var counters = Counters()
+        if mustSave {
+            do { try store.save(identity) } catch {
+                counters.lastError = "\(error)"
+                diagnostics(BeaconDiagnostic(kind: .storage, message: "\(error)"))
+            }
+        }
+        let snapshot = Snapshot(anonymousId: identity.anonymousId, loginId: identity.loginId, presets: presets, superProperties: [:], dynamicSuperProperties: nil)
+        self.context = Mutex(Context(identity: identity, snapshot: snapshot))
+        let countersMutex = Locked(counters)
+        self.counters = countersMutex
+        self.writer = EventWriter(log: log, capacity: configuration.handoffBytes, backpressure: configuration.backpressure, hooks: EventWriter.Hooks(
+            onAppended: nil,
+            onFailure: { records, reason, error, kept in
+                countersMutex.withLock { c in
+                    c.lastError = "\(error)"
+                    if !kept { c.dropped[reason, default: 0] += UInt64(records) }
+                }
+                diagnostics(BeaconDiagnostic(kind: kept ? .storage : .dropped, message: kept
+                    ? "the log could not write \(records) records yet; they are kept in memory: \(error)"
+                    : "the log refused \(records) records (\(reason)): \(error)"))
+            }))
+        if configuration.lifecycleEvents {
+            record(RecordEncoder.Input(type: .track, event: "$AppStart", isBeaconEvent: true, properties: [:], distinctId: nil,
+                                       trackId: 0, timeMilliseconds: 0, durationMicroseconds: nil, withPresets: true))
+        }
+    }
+
+    /// Opens a tracker on `directory` with the default configuration.
+    public convenience init(directory: String) throws {
+        try self.init(configuration: Configuration(directory: directory))
+    }
+
+    deinit {
+        finishWriting()
+        closeLog()
+    }
+
+    // MARK: Tracking
+
+    /// Records an event with `properties`, for the current user (the login id, else the anonymous
+    /// id) or for `distinctId` when given (a multi-user service).
+    ///
+    /// Synchronous, never throws, never waits for the disk (except under `.block` backpressure when
+    /// the hand-off is full). Invalid input is refused with a diagnostic and counted in `stats`.
+    ///
+    /// ```swift
+    /// beacon.track("Purchase", properties: ["price": 9.99, "item": "book"])
+    /// ```
+    /// - Parameters:
+    ///   - event: The event name: ASCII letters, digits, `_`, not starting with a digit or `$`, ≤ 100 characters.
+    ///   - properties: The event's properties; they win over super properties and presets.
+    ///   - distinctId: The user of this event, instead of the tracker's identity.
+    public func track(_ event: String, properties: [String: PropertyValue] = [:], distinctId: String? = nil) {
+        record(RecordEncoder.Input(type: .track, event: event, properties: properties, distinctId: distinctId,
+                                   trackId: 0, timeMilliseconds: 0, durationMicroseconds: nil, withPresets: true))
+    }
+
+    /// Throws the ``BeaconValidationError`` that `track` would report for this input, or nothing if
+    /// `track` would accept it. Records nothing.
+    public func validate(_ event: String, properties: [String: PropertyValue] = [:], distinctId: String? = nil) throws {
+        _ = try encode(RecordEncoder.Input(type: .track, event: event, properties: properties, distinctId: distinctId,
+                                           trackId: 0, timeMilliseconds: 0, durationMicroseconds: nil, withPresets: true))
+    }
+
+    /// Encodes a record (filling in its id and time) or throws why it is refused.
+    func encode(_ input: RecordEncoder.Input) throws -> [UInt8] {
+        var input = input
+        input.trackId = makeTrackId()
+        input.timeMilliseconds = JSONBytes.milliseconds(configuration.wallClock())
+        let snapshot = context.withLock { $0.snapshot }
+        return try ByteWriter.withWriter { out in
+            try RecordEncoder.encode(input, snapshot: snapshot, into: &out)
+            if out.count > configuration.maxRecordBytes {
+                throw BeaconValidationError(event: RecordEncoder.subject(input), key: nil, rule: .recordTooLarge,
+                                            message: "the record is \(out.count) bytes, more than maxRecordBytes (\(configuration.maxRecordBytes)); send fewer or shorter properties")
+            }
+            return out.makeArray()
+        }
+    }
+
+    /// Validates, encodes and queues one record; reports and counts what is refused or dropped.
+    func record(_ input: RecordEncoder.Input) {
+        let bytes: [UInt8]
+        do {
+            bytes = try encode(input)
+        } catch let error as BeaconValidationError {
+            refuse(error)
+            return
+        } catch {
+            refuse(BeaconValidationError(event: RecordEncoder.subject(input), key: nil, rule: .identifier, message: "\(error)"))
+            return
+        }
+        trackedCount.add(1, ordering: .relaxed)
+        if case .dropped(let reason) = writer.enqueue(bytes) {
+            counters.withLock { $0.dropped[reason, default: 0] += 1 }
+            configuration.diagnostics(BeaconDiagnostic(kind: .dropped, message: "dropped event \"\(RecordEncoder.subject(input))\" (\(reason)): \(Beacon.explain(reason))"))
+        }
+    }
+
+    func refuse(_ error: BeaconValidationError) {
+        counters.withLock { $0.invalidByRule[error.rule.rawValue, default: 0] += 1 }
+        configuration.diagnostics(BeaconDiagnostic(kind: .invalidInput, validation: error, message: error.description))
+    }
+
+    static func explain(_ reason: String) -> String {
+        switch reason {
+        case "closed": return "the tracker is closed; track before close()"
+        case "backpressure": return "the hand-off to the writer is full (the disk is behind); raise handoffBytes or use .block"
+        case "backpressureTimeout": return "the hand-off to the writer stayed full for the whole block timeout (the disk is behind or stalled)"
+        default: return "see stats.lastError"
+        }
+    }
+
+    // MARK: Stats
+
+    /// Counters since the tracker opened.
+    public var stats: BeaconStats {
+        let unwritten = UInt64(writer.unwritten)
+        let logStats = log.stats
+        var stats = BeaconStats()
+        stats.tracked = trackedCount.load(ordering: .relaxed)
+        counters.withLock { c in
+            stats.invalidByRule = c.invalidByRule
+            stats.dropped = c.dropped
+            stats.lastError = c.lastError ?? logStats.lastError
+        }
+        stats.invalid = stats.invalidByRule.values.reduce(0, +)
+        stats.durable = logStats.durableRecords
+        stats.pending = unwritten + (logStats.appendedRecords > logStats.durableRecords ? logStats.appendedRecords - logStats.durableRecords : 0)
+        return stats
+    }
+
+    // MARK: Closing
+
+    /// Tracks `$AppEnd` (with the uptime), writes everything tracked, fsyncs, and closes the log,
+    /// releasing its lock. Later `track` calls are dropped (counted as `"closed"`). Closing twice
+    /// does nothing.
+    public func close() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let thread = Thread { [self] in
+                finishWriting()
+                closeLog()
+                continuation.resume()
+            }
+            thread.start()
+        }
+    }
+
+    /// The blocking half of closing, for tools and child processes: same as ``close()``.
+    public func closeNow() {
+        finishWriting()
+        closeLog()
+    }
+
+    /// Stops accepting records (after `$AppEnd`), drains the writer and fsyncs the log. The log
+    /// stays open, so the delivery side can still upload before ``closeLog()``. Runs once.
+    func finishWriting() {
+        guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        if configuration.lifecycleEvents {
+            let uptime = elapsed()
+            record(RecordEncoder.Input(type: .track, event: "$AppEnd", isBeaconEvent: true, properties: [:], distinctId: nil,
+                                       trackId: 0, timeMilliseconds: 0, durationMicroseconds: Beacon.microseconds(uptime), withPresets: true))
+        }
+        writer.close()
+        do { try log.sync() } catch { noteStorageError(error) }
+    }
+
+    /// Closes the log (final fsync, locks released). Call after ``finishWriting()``.
+    func closeLog() {
+        do { try log.close() } catch { noteStorageError(error) }
+    }
+
+    /// Blocks until every event tracked before the call is written to the log and fsynced
+    /// (durable on disk, not delivered). Throws the log's error if the fsync fails.
+    ///
+    /// `track` never waits for the disk; call this where a step must not continue before its
+    /// events are safe, or in tests.
+    public func sync() throws {
+        writer.waitUntilWritten()
+        try log.sync()
+    }
+
+    func syncNow() throws { try sync() }
+
+    func noteStorageError(_ error: any Error) {
+        counters.withLock { $0.lastError = "\(error)" }
+        configuration.diagnostics(BeaconDiagnostic(kind: .storage, message: "\(error)"))
+    }
+
+    /// Sets the hook the writer calls after each batch it appended, with the number of records
+    /// pending in the log (the delivery side's count trigger). It runs on the writer thread: keep
+    /// it short (signal, don't upload). `sync()` and closing from it do not wait for the writer.
+    func setOnAppended(_ hook: (@Sendable (UInt64) -> Void)?) {
+        writer.setOnAppended(hook)
+    }
+}
+
+// MARK: - Helpers
+
+extension Beacon {
+    static func elapsedClock<C: Clock>(_ clock: C) -> @Sendable () -> Duration where C.Duration == Duration {
+        let start = clock.now
+        return { start.duration(to: clock.now) }
+    }
+
+    static func microseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        return seconds * 1_000_000 + (attoseconds + 500_000_000_000 * (attoseconds >= 0 ? 1 : -1)) / 1_000_000_000_000
+    }
+
+    /// Unique within the instance (a bijective mix of a counter), random-looking across instances.
+    static func defaultTrackIdGenerator() -> @Sendable () -> UInt64 {
+        let box = CounterBox(seed: UInt64.random(in: .min ... .max))
+        return { box.next() }
+    }
+
+    final class CounterBox: Sendable {
+        let seed: UInt64
+        let counter = Atomic<UInt64>(0)
+        init(seed: UInt64) { self.seed = seed }
+        func next() -> UInt64 {
+            // splitmix64's finaliser is a bijection on UInt64, so distinct counters give distinct ids.
+            var z = seed &+ counter.wrappingAdd(1, ordering: .relaxed).oldValue &* 0x9E37_79B9_7F4A_7C15
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    /// `$lib`, `$lib_version`, `$os`, `$os_version` (kernel release), `$model` (machine) and
+    /// `$app_version` when configured.
+    static func presets(appVersion: String?) -> [Snapshot.Entry] {
+        var name = utsname()
+        uname(&name)
+        func field<T>(_ value: T) -> String {
+            withUnsafeBytes(of: value) { raw in
+                let bytes = raw.prefix { $0 != 0 }
+                return String(decoding: bytes, as: UTF8.self)
+            }
+        }
+        var entries: [Snapshot.Entry] = [
+            .init(key: "$lib", value: "Swift"),
+            .init(key: "$lib_version", value: .string(libraryVersion)),
+            .init(key: "$os", value: "Linux"),
+            .init(key: "$os_version", value: .string(field(name.release))),
+            .init(key: "$model", value: .string(field(name.machine))),
+        ]
+        if let appVersion { entries.append(.init(key: "$app_version", value: .string(appVersion))) }
+        return entries
+    }
+}

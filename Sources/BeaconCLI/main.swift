@@ -1,1 +1,4 @@
-print("beacon: the command-line tool arrives with issue 3")
+// beacon: the operator's tool for Beacon log directories. See `beacon help`.
+import Glibc
+
+exit(BeaconTool.main(Array(CommandLine.arguments.dropFirst())))

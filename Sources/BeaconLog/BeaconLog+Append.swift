@@ -105,8 +105,11 @@ extension BeaconLog {
     /// the record stays in memory, is written when the disk accepts it, and must not be appended
     /// again. Says so in the error, which keeps its code.
     func keptInMemory(_ error: any Error, seqs: Range<UInt64>) -> any Error {
+        // A write error that did not fail the log went through `putBack`: the frames are kept and
+        // retried (maybe already written by the background flush since). Decided from the error, not
+        // from `writeError`, which a concurrent successful write may already have cleared.
         guard let error = error as? BeaconLogError, error.code == .diskFull || error.code == .io,
-              state.withLock({ $0.writeError != nil && $0.failure == nil }) else { return error }
+              state.withLock({ $0.failure == nil }) else { return error }
         var kept = error
         kept.keptSeqs = seqs
         kept.message = "\(error.message). The record (seq \(seqs.count == 1 ? "\(seqs.lowerBound)" : "\(seqs)")) was appended and is kept in memory until the disk accepts it: do not append it again; sync() reports when it is durable"
@@ -155,30 +158,31 @@ extension BeaconLog {
     func buffer(_ s: inout State, record: UnsafeRawBufferPointer, crc: UInt32) -> UInt64 {
         let seq = s.nextSeq
         s.nextSeq += 1
-        let length = Frame.length(seq: seq, crc: crc, count: record.count)
+        let seqDigits = Frame.digits(seq)
+        let crcDigits = Frame.digits(UInt64(crc))
+        let length = 25 + seqDigits + crcDigits + record.count  // Frame.length
         if s.tailSize > 0 && s.tailSize + UInt64(length) > UInt64(config.segmentBytes) {
             s.tailSegment += 1
             s.tailSize = 0
         }
-        // Move the open chunk out of the array while framing into it, so its bytes stay uniquely
-        // referenced and are appended to in place.
-        var chunk: Chunk
-        if let last = s.chunks.last, last.segment == s.tailSegment {
-            chunk = s.chunks.removeLast()
-        } else {
-            chunk = Chunk(segment: s.tailSegment, firstSeq: seq, lastSeq: seq)
+        if s.chunks.last?.segment != s.tailSegment {
+            let bytes: FrameBuffer
             if let spare = s.spare.popLast() {
                 s.spareBytes -= spare.capacity
-                chunk.bytes = spare
+                bytes = spare
             } else {
                 // Room for a write threshold and a record or so.
-                chunk.bytes.reserveCapacity(min(config.segmentBytes, Self.writeThreshold + 16 * 1024))
+                bytes = FrameBuffer(capacity: min(config.segmentBytes, Self.writeThreshold + 16 * 1024))
             }
+            s.chunks.append(Chunk(segment: s.tailSegment, bytes: bytes, firstSeq: seq, lastSeq: seq))
         }
-        Frame.encode(seq: seq, crc: crc, record: record, into: &chunk.bytes)
-        chunk.lastSeq = seq
-        chunk.records += 1
-        s.chunks.append(chunk)
+        // The open chunk is mutated in place: its buffer is a class, so no copy-on-write.
+        let last = s.chunks.count - 1
+        let out = s.chunks[last].bytes
+        Frame.write(seq: seq, crc: crc, seqDigits: seqDigits, crcDigits: crcDigits, record: record, to: out.tail(reserving: length))
+        out.count += length
+        s.chunks[last].lastSeq = seq
+        s.chunks[last].records += 1
         s.tailSize += UInt64(length)
         s.bufferedBytes += length
         s.bufferedRecords += 1
@@ -272,8 +276,14 @@ extension BeaconLog {
                 do {
                     if io.file != nil {
                         if let moved = try seal(io: &io) {
-                            for k in index..<chunks.count where chunks[k].segment < moved { chunks[k].segment = moved }
-                            if io.fileSegment == chunks[index].segment { continue }
+                            // These frames were taken from the buffer, so the rewrite did not count them in the tail's size.
+                            var carried: UInt64 = 0
+                            for k in index..<chunks.count where chunks[k].segment < moved {
+                                chunks[k].segment = moved
+                                carried += UInt64(chunks[k].bytes.count)
+                            }
+                            state.withLock { $0.tailSize += carried }
+                            continue
                         }
                     }
                     try enforceQuota(incoming: UInt64(chunks[index...].reduce(0) { $0 + $1.bytes.count }))
@@ -286,7 +296,7 @@ extension BeaconLog {
             let chunk = chunks[index]
             do {
                 try enforceQuota(incoming: UInt64(chunk.bytes.count))
-                try chunk.bytes.withUnsafeBytes { try fs.write(io.file!, $0) }
+                try fs.write(io.file!, chunk.bytes.bytes)
             } catch {
                 // Never leave a partial record behind: cut the file back to the last whole chunk.
                 do {
@@ -344,10 +354,14 @@ extension BeaconLog {
     /// Seals the tail segment: fsync, then close. Returns the segment the unsynced records moved to
     /// if the fsync failed and they were rewritten.
     func seal(io: inout WriterIO) throws -> UInt64? {
-        let moved = try syncTail(io: &io)
+        if let moved = try syncTail(io: &io) {
+            // The unsynced records were rewritten into a fresh segment, which is now the tail:
+            // keep it open, the frames waiting for the next segment follow them there.
+            return moved
+        }
         if let file = io.file { fs.close(file) }
         io.file = nil
-        return moved
+        return nil
     }
 
     /// Fsyncs the tail segment if it has unsynced bytes and marks them durable. An fsync error is
@@ -371,20 +385,14 @@ extension BeaconLog {
     /// a segment's worth of chunks is kept until its fsync; without reuse every chunk would be
     /// fresh memory, page-faulted in and zeroed by the kernel (a fifth of the append time).
     func recycle(_ chunks: inout [Chunk]) {
-        var buffers: [[UInt8]] = []
-        buffers.reserveCapacity(chunks.count)
-        for i in chunks.indices {
-            var bytes: [UInt8] = []
-            swap(&bytes, &chunks[i].bytes)
-            bytes.removeAll(keepingCapacity: true)
-            buffers.append(bytes)
-        }
+        let buffers = chunks.map(\.bytes)
         chunks = []
         let limit = max(config.segmentBytes, 1 << 20)
         state.withLock { s in
-            for bytes in buffers where s.spareBytes + bytes.capacity <= limit {
-                s.spareBytes += bytes.capacity
-                s.spare.append(bytes)
+            for buffer in buffers where s.spareBytes + buffer.capacity <= limit {
+                buffer.count = 0
+                s.spareBytes += buffer.capacity
+                s.spare.append(buffer)
             }
         }
     }
@@ -418,7 +426,7 @@ extension BeaconLog {
             try startSegment(target, io: &io)
             for var chunk in pending {
                 chunk.segment = target
-                try chunk.bytes.withUnsafeBytes { try fs.write(io.file!, $0) }
+                try fs.write(io.file!, chunk.bytes.bytes)
                 io.fileSize += UInt64(chunk.bytes.count)
             }
             try fs.sync(io.file!)
@@ -452,6 +460,9 @@ extension BeaconLog {
     /// advancing the checkpoint past them first and counting the pending records they held.
     func enforceQuota(incoming: UInt64) throws {
         guard config.quotaPolicy == .dropOldest else { return }
+        // Without the reader lock, another process acknowledges and deletes segments: look at the
+        // directory before believing the quota is reached.
+        var pruned = canAcknowledge
         while true {
             let victim = state.withLock { s -> (SegmentInfo, next: LogPosition)? in
                 guard Int64(s.diskBytes + incoming) > config.maxBytes, s.segments.count >= 2 else { return nil }
@@ -460,18 +471,24 @@ extension BeaconLog {
                 return (oldest, LogPosition(segment: next.number, offset: 0, seq: 0))
             }
             guard let (oldest, nextStart) = victim else { return }
-            // Sequence number of the next segment's first record: read its first line.
-            let firstSeqOfNext = try firstSeq(ofSegment: nextStart.segment) ?? state.withLock { $0.written.seq }
-            // Pending records lost with it: from the checkpoint (if it lies in this segment) to the next segment.
-            let dropped = state.withLock { s -> UInt64 in
-                if s.checkpoint.segment > oldest.number { return 0 }
-                return firstSeqOfNext > s.checkpoint.seq ? firstSeqOfNext - s.checkpoint.seq : 0
+            if !pruned {
+                try forgetSegmentsDeletedByTheReader()
+                pruned = true
+                continue
             }
+            // Sequence numbers of the victim's and the next segment's first records: read their first lines.
+            let firstSeqOfNext = try firstSeq(ofSegment: nextStart.segment) ?? state.withLock { $0.written.seq }
+            let firstSeqOfVictim = try firstSeq(ofSegment: oldest.number) ?? firstSeqOfNext
+            // Pending records lost with it: the victim's own records the checkpoint has not passed.
+            // Without the reader lock, the checkpoint on disk is the reader process's, not ours.
+            let acknowledged = canAcknowledge ? state.withLock { $0.checkpoint.seq } : checkpointSeqOnDisk()
+            let from = max(firstSeqOfVictim, acknowledged)
+            let dropped = firstSeqOfNext > from ? firstSeqOfNext - from : 0
             if canAcknowledge {
                 let advance = state.withLock { $0.checkpoint.segment <= oldest.number }
                 if advance {
                     try readerIO.withLock { rio in
-                        try writeCheckpoint(LogPosition(segment: nextStart.segment, offset: 0, seq: firstSeqOfNext), io: &rio)
+                        try writeCheckpoint(LogPosition(segment: nextStart.segment, offset: 0, seq: firstSeqOfNext), dropping: true, io: &rio)
                     }
                 }
             }
@@ -489,10 +506,33 @@ extension BeaconLog {
                         countersChanged(&s)
                     }
                 }
-                try fs.remove(path(ofSegment: oldest.number))
+                do {
+                    try fs.remove(path(ofSegment: oldest.number))
+                } catch let error as BeaconLogError where error.errno == ENOENT && !canAcknowledge {
+                    // The reader process deleted it first.
+                }
             }
             try fs.syncDirectory(directory)
         }
+    }
+
+    /// Drops from the segment list the segments a reader process deleted after acknowledging them.
+    /// The writer's own sizes are kept: it knows best how much it wrote.
+    func forgetSegmentsDeletedByTheReader() throws {
+        let present = Set(try fs.list(directory).compactMap(SegmentName.parse))
+        state.withLock { s in
+            let newest = s.segments.last?.number
+            s.segments.removeAll { !present.contains($0.number) && $0.number != newest }
+        }
+    }
+
+    /// The seq of the next unacknowledged record according to the checkpoint file (0 if none is readable).
+    func checkpointSeqOnDisk() -> UInt64 {
+        guard let file = try? fs.open(directory + "/" + Checkpoint.fileName, .read) else { return 0 }
+        defer { fs.close(file) }
+        var bytes = [UInt8](repeating: 0, count: Checkpoint.fileSize)
+        guard let n = try? bytes.withUnsafeMutableBytes({ try fs.read(file, into: $0, at: 0) }) else { return 0 }
+        return Checkpoint.decode(file: Array(bytes.prefix(n))).checkpoint?.position.seq ?? 0
     }
 
     /// The sequence number of the first valid record of a segment, reading only its first lines.

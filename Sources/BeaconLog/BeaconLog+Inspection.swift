@@ -48,12 +48,20 @@ extension BeaconLog {
             let bytes = try Recovery.readAll(file, fs: fs)
             segments.append(SegmentInfo(number: number, size: UInt64(bytes.count)))
             var end = 0
+            // A segment may start with copies of the previous one's last records: a rewrite after a
+            // failed fsync. They go back, then count up to where the previous segment ended.
+            var copyRun: UInt64? = index > 0 ? 0 : nil
             bytes.withUnsafeBytes { raw in
                 Recovery.forEachLine(raw) { range, parsed in
                     end = range.upperBound + 1
                     switch parsed {
                     case .record(let seq, _):
                         records += 1
+                        if let run = copyRun, let previousSeq, seq <= previousSeq, run == 0 || seq == run + 1 {
+                            copyRun = seq
+                            return
+                        }
+                        copyRun = nil
                         // A gap no longer than the bad records just reported is explained by them.
                         if let previousSeq, seq != previousSeq + 1, !(seq > previousSeq && seq - previousSeq - 1 <= badSincePrevious) {
                             let what = seq <= previousSeq ? "repeats or goes back from" : "skips ahead from"

@@ -57,9 +57,14 @@ extension BeaconLog {
                 let parsed = cache.bytes.withUnsafeBytes { Frame.parse($0, line: line) }
                 switch parsed {
                 case .record(let seq, let event):
-                    if let last = lastInSegment, seq != last + 1,
-                       try !plausibleJump(to: seq, after: last, next: LogPosition(segment: pos.segment, offset: lineEnd, seq: pos.seq), limit: limit, io: &io) {
+                    let next = LogPosition(segment: pos.segment, offset: lineEnd, seq: pos.seq)
+                    if let last = lastInSegment, seq != last + 1, try !plausibleJump(to: seq, after: last, next: next, limit: limit, io: &io) {
                         // The CRC covers the event, not its seq: damaged seq digits. Counted, passed over.
+                        skipped += countCorrupt(at: pos)
+                        pos.offset = lineEnd
+                    } else if lastInSegment == nil, seq != pos.seq, try !seqContinues(from: seq, expected: pos.seq, next: next, limit: limit, io: &io) {
+                        // A segment's first record, with a seq other than expected that the records
+                        // after it do not continue: its digits were damaged.
                         skipped += countCorrupt(at: pos)
                         pos.offset = lineEnd
                     } else if seq >= pos.seq {
@@ -78,6 +83,11 @@ extension BeaconLog {
                     pos.offset = lineEnd
                 }
             }
+            if !canWrite {
+                state.withLock { s in
+                    if s.readEnd.map({ pos.seq >= $0.seq && !(pos < $0) }) ?? true { s.readEnd = pos }
+                }
+            }
             return LogBatch(records: records, seqs: seqs, start: start, end: pos, skippedCorrupt: skipped, recordEnds: ends)
         }
     }
@@ -88,9 +98,36 @@ extension BeaconLog {
     /// continues from `last` instead, `seq`'s digits were damaged.
     func plausibleJump(to seq: UInt64, after last: UInt64, next: LogPosition, limit: UInt64, io: inout ReaderIO) throws -> Bool {
         if seq <= last { return false }
-        guard next.offset < limit, let (cache, line) = try line(at: next, limit: limit, io: &io) else { return true }
+        guard next.offset < limit, let (cache, line) = try line(at: next, limit: limit, io: &io) else {
+            // The last record of its segment: the next segment's first record tells. If it lies in
+            // (last, seq], the log continues from before `seq`, so `seq`'s digits were damaged.
+            guard let following = try segment(after: next.segment),
+                  let nextFirst = try? firstSeq(ofSegment: following) else { return true }
+            return !(nextFirst > last && nextFirst <= seq)
+        }
         guard case .record(let following, _) = cache.bytes.withUnsafeBytes({ Frame.parse($0, line: line) }) else { return true }
         return following > seq || following <= last
+    }
+
+    /// Whether a segment's first record, whose `seq` is not the `expected` one, has genuine seq
+    /// digits, judged by the records after it (it ends at `next`): genuine when the next one
+    /// continues from it, or the one after that does (the next one is the damaged one); damaged
+    /// when the next ones continue from `expected` instead. With nothing to compare, taken as is.
+    func seqContinues(from seq: UInt64, expected: UInt64, next: LogPosition, limit: UInt64, io: inout ReaderIO) throws -> Bool {
+        guard let (following, afterFollowing) = try seqOfRecord(at: next, limit: limit, io: &io) else { return true }
+        if following == seq + 1 { return true }
+        if following == expected + 1 { return false }
+        guard let (after, _) = try seqOfRecord(at: afterFollowing, limit: limit, io: &io) else { return true }
+        if after == seq + 2 { return true }
+        return after != following + 1
+    }
+
+    /// The seq of the valid record starting at `position` and the position after it; nil if there
+    /// is none (yet) or it is corrupt.
+    func seqOfRecord(at position: LogPosition, limit: UInt64, io: inout ReaderIO) throws -> (UInt64, LogPosition)? {
+        guard position.offset < limit, let (cache, line) = try line(at: position, limit: limit, io: &io),
+              case .record(let seq, _) = cache.bytes.withUnsafeBytes({ Frame.parse($0, line: line) }) else { return nil }
+        return (seq, LogPosition(segment: position.segment, offset: cache.start + UInt64(line.upperBound) + 1, seq: position.seq))
     }
 
     /// Counts a corrupt record once, however often it is read again.
@@ -207,9 +244,9 @@ extension BeaconLog {
         guard canAcknowledge else {
             throw BeaconLogError(.invalidArgument, "this log was opened without the reader lock (access \(config.access)); open it with .readWrite or .read to acknowledge", path: directory)
         }
-        let (current, written, durable, newest) = try state.withLock { s in
+        let (current, written, durable, newest, readEnd) = try state.withLock { s in
             try checkUsable(s)
-            return (s.checkpoint, s.written, s.durable, s.segments.last?.number ?? s.written.segment)
+            return (s.checkpoint, s.written, s.durable, s.segments.last?.number ?? s.written.segment, s.readEnd)
         }
         if position <= current { return }
         if canWrite {
@@ -219,7 +256,11 @@ extension BeaconLog {
             }
             if position > durable { try sync() }
         } else {
-            // Another process writes: make sure what we acknowledge is on disk (fsync works on a read-only descriptor).
+            // Another process writes, so only what was read is known to exist.
+            guard let readEnd, position.seq <= readEnd.seq, !(readEnd < position) else {
+                throw BeaconLogError(.invalidArgument, "cannot acknowledge \(position): this reader has read only up to \(readEnd.map { "\($0)" } ?? "nothing"); acknowledge a batch's end", path: directory)
+            }
+            // Make sure what we acknowledge is on disk (fsync works on a read-only descriptor).
             for number in current.segment...position.segment {
                 guard let file = try? fs.open(path(ofSegment: number), .read) else { continue }
                 defer { fs.close(file) }
@@ -246,10 +287,11 @@ extension BeaconLog {
     }
 
     /// Writes `position` into the next checkpoint slot and makes it durable, then publishes it.
-    func writeCheckpoint(_ position: LogPosition, io: inout ReaderIO) throws {
+    /// `dropping` marks a move past records the quota deletes: they count as dropped, not acknowledged.
+    func writeCheckpoint(_ position: LogPosition, dropping: Bool = false, io: inout ReaderIO) throws {
         let path = directory + "/" + Checkpoint.fileName
         if io.checkpointFile == nil {
-            if try fs.fileSize(path) == Checkpoint.fileSize.asUInt64 {
+            if !io.replaceCheckpointFile, try fs.fileSize(path) == Checkpoint.fileSize.asUInt64 {
                 io.checkpointFile = try fs.open(path, .readWrite)
             } else {
                 // First checkpoint (or a damaged file): create it whole with tmp + fsync + rename + directory fsync.
@@ -270,7 +312,8 @@ extension BeaconLog {
                 }
                 io.checkpointFile = LogFile(handle: file.handle, path: path)  // errors name the file, not the tmp
                 io.generation += 1
-                publish(position)
+                io.replaceCheckpointFile = false
+                publish(position, dropping: dropping)
                 return
             }
         }
@@ -279,12 +322,12 @@ extension BeaconLog {
         try slot.withUnsafeBytes { try fs.write(io.checkpointFile!, $0, at: UInt64(Int(generation % 2) * Checkpoint.slotSize)) }
         try fs.syncData(io.checkpointFile!)
         io.generation = generation
-        publish(position)
+        publish(position, dropping: dropping)
     }
 
-    func publish(_ position: LogPosition) {
+    func publish(_ position: LogPosition, dropping: Bool) {
         state.withLock { s in
-            if position.seq > s.checkpoint.seq { s.stats.acknowledgedRecords += position.seq - s.checkpoint.seq }
+            if !dropping, position.seq > s.checkpoint.seq { s.stats.acknowledgedRecords += position.seq - s.checkpoint.seq }
             s.checkpoint = position
         }
     }
@@ -295,7 +338,8 @@ extension BeaconLog {
         let doomed = state.withLock { s -> [UInt64] in
             guard let newest = s.segments.last?.number else { return [] }
             return s.segments.filter { seg in
-                seg.number != newest && seg.number != s.tailSegment
+                // Only a writer knows the tail it appends to; a reader goes by the newest file.
+                seg.number != newest && (!canWrite || seg.number != s.tailSegment)
                     && (seg.number < s.checkpoint.segment || (seg.number == s.checkpoint.segment && s.checkpoint.offset >= seg.size && s.written.segment > seg.number))
             }.map(\.number)
         }

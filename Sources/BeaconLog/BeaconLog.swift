@@ -90,7 +90,7 @@ public final class BeaconLog: Sendable {
             recovered.state.stats.skippedCorrupt = counters.skippedCorrupt
             self.state = Mutex(recovered.state)
             self.writerIO = Mutex(WriterIO())
-            self.readerIO = Mutex(ReaderIO(generation: recovered.generation))
+            self.readerIO = Mutex(ReaderIO(generation: recovered.generation, replaceCheckpointFile: recovered.damagedCheckpointSlot))
         } catch {
             for lock in held { lock.release(fileSystem: fs) }
             throw error

@@ -46,6 +46,18 @@ package struct Checkpoint: Equatable, Sendable {
         return Checkpoint(generation: gen, position: LogPosition(segment: segment, offset: offset, seq: seq))
     }
 
+    /// Both slots of a checkpoint file: the checkpoint each holds, and whether it was never written
+    /// (all zero bytes, or missing from a short file) as opposed to damaged.
+    package static func slots(file bytes: [UInt8]) -> [(checkpoint: Checkpoint?, blank: Bool)] {
+        (0..<2).map { slot in
+            let start = slot * slotSize
+            guard bytes.count > start else { return (nil, true) }
+            let range = start..<min(bytes.count, start + slotSize)
+            if let cp = decode(slot: bytes[range]) { return (cp, false) }
+            return (nil, !bytes[range].contains { $0 != 0 })
+        }
+    }
+
     /// The newest valid checkpoint in a checkpoint file's bytes, and how many slots were invalid.
     package static func decode(file bytes: [UInt8]) -> (checkpoint: Checkpoint?, invalidSlots: Int) {
         var best: Checkpoint?

@@ -11,7 +11,7 @@ package struct DirectoryLock: Sendable {
     package static func acquire(_ kind: BeaconLog.LockKind, directory: String, fileSystem: any FileSystem) throws -> DirectoryLock {
         let path = directory + "/" + kind.rawValue + ".lock"
         let file = try fileSystem.open(path, .createOrOpen)
-        guard try fileSystem.tryLock(file) else {
+        guard try tryLockBriefly(file, fileSystem: fileSystem) else {
             let pid = readPID(file, fileSystem: fileSystem)
             fileSystem.close(file)
             let holder = pid.map { "process \($0)" } ?? "another process"
@@ -24,6 +24,17 @@ package struct DirectoryLock: Sendable {
         let text = Array("\(getpid())\n".utf8)
         try text.withUnsafeBytes { try fileSystem.write(file, $0, at: 0) }
         return DirectoryLock(file: file)
+    }
+
+    /// Tries the lock for up to ~200 ms. A process that another thread of ours is spawning holds a
+    /// copy of every descriptor until its `exec` closes them (`O_CLOEXEC`), so a lock we released
+    /// a moment ago can look held for that long; a real holder keeps it much longer.
+    static func tryLockBriefly(_ file: LogFile, fileSystem: any FileSystem) throws -> Bool {
+        for attempt in 0..<20 {
+            if try fileSystem.tryLock(file) { return true }
+            if attempt < 19 { usleep(10_000) }
+        }
+        return false
     }
 
     package static func readPID(_ file: LogFile, fileSystem: any FileSystem) -> Int32? {

@@ -38,55 +38,59 @@ package enum Frame {
         return pairs
     }()
 
-    /// Appends the frame of `record` (whose CRC-32C is `crc`) with sequence number `seq` to `out`.
+    /// Writes the frame of `record` (whose CRC-32C is `crc`) with sequence number `seq` at `p`,
+    /// which has room for `length(seq:crc:count:)` bytes; `seqDigits` and `crcDigits` are the
+    /// numbers' decimal digit counts, which the caller computed for the length already.
     ///
-    /// The hot path of every append: the header is assembled on the stack and the frame goes into
-    /// `out` with three appends.
+    /// The hot path of every append: one pass of stores and one `memcpy`, no bounds or
+    /// uniqueness checks.
     @inline(__always)
-    package static func encode(seq: UInt64, crc: UInt32, record: UnsafeRawBufferPointer, into out: inout [UInt8]) {
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 64) { header in
-            let h = header.baseAddress!
-            var i = 0
-            @inline(__always) func put(_ b: UInt8) {
-                h[i] = b
-                i += 1
-            }
-            @inline(__always) func putDecimal(_ value: UInt64) {
-                let n = digits(value)
+    static func write(seq: UInt64, crc: UInt32, seqDigits: Int, crcDigits: Int, record: UnsafeRawBufferPointer, to p: UnsafeMutableRawPointer) {
+        let h = p.assumingMemoryBound(to: UInt8.self)
+        digitPairs.withUnsafeBufferPointer { pairs in
+            @inline(__always) func putDecimal(_ value: UInt64, digits n: Int, at start: Int) {
                 var v = value
-                var k = i + n
-                digitPairs.withUnsafeBufferPointer { pairs in
-                    while v >= 100 {
-                        let pair = Int(v % 100) * 2
-                        v /= 100
-                        k -= 2
-                        h[k] = pairs[pair]
-                        h[k + 1] = pairs[pair + 1]
-                    }
-                    if v >= 10 {
-                        k -= 2
-                        h[k] = pairs[Int(v) * 2]
-                        h[k + 1] = pairs[Int(v) * 2 + 1]
-                    } else {
-                        k -= 1
-                        h[k] = 0x30 + UInt8(truncatingIfNeeded: v)
-                    }
+                var k = start + n
+                while v >= 100 {
+                    let pair = Int(v % 100) * 2
+                    v /= 100
+                    k -= 2
+                    h[k] = pairs[pair]
+                    h[k + 1] = pairs[pair + 1]
                 }
-                i += n
+                if v >= 10 {
+                    h[k - 2] = pairs[Int(v) * 2]
+                    h[k - 1] = pairs[Int(v) * 2 + 1]
+                } else {
+                    h[k - 1] = 0x30 + UInt8(truncatingIfNeeded: v)
+                }
             }
-            // {"seq":
-            put(0x7B); put(0x22); put(0x73); put(0x65); put(0x71); put(0x22); put(0x3A)
-            putDecimal(seq)
-            // ,"crc":
-            put(0x2C); put(0x22); put(0x63); put(0x72); put(0x63); put(0x22); put(0x3A)
-            putDecimal(UInt64(crc))
-            // ,"event":
-            put(0x2C); put(0x22); put(0x65); put(0x76); put(0x65); put(0x6E); put(0x74); put(0x22); put(0x3A)
-            out.append(contentsOf: UnsafeBufferPointer(start: h, count: i))
+            // {"seq":N,"crc":C,"event":
+            h[0] = 0x7B; h[1] = 0x22; h[2] = 0x73; h[3] = 0x65; h[4] = 0x71; h[5] = 0x22; h[6] = 0x3A
+            putDecimal(seq, digits: seqDigits, at: 7)
+            var i = 7 + seqDigits
+            h[i] = 0x2C; h[i + 1] = 0x22; h[i + 2] = 0x63; h[i + 3] = 0x72; h[i + 4] = 0x63; h[i + 5] = 0x22; h[i + 6] = 0x3A
+            putDecimal(UInt64(crc), digits: crcDigits, at: i + 7)
+            i += 7 + crcDigits
+            h[i] = 0x2C; h[i + 1] = 0x22; h[i + 2] = 0x65; h[i + 3] = 0x76; h[i + 4] = 0x65
+            h[i + 5] = 0x6E; h[i + 6] = 0x74; h[i + 7] = 0x22; h[i + 8] = 0x3A
+            i += 9
+            if let source = record.baseAddress { (p + i).copyMemory(from: source, byteCount: record.count) }
+            i += record.count
+            h[i] = 0x7D  // }
+            h[i + 1] = newline
         }
-        out.append(contentsOf: record)
-        out.append(0x7D)  // }
-        out.append(newline)
+    }
+
+    /// Appends the frame of `record` (whose CRC-32C is `crc`) with sequence number `seq` to `out`.
+    package static func encode(seq: UInt64, crc: UInt32, record: UnsafeRawBufferPointer, into out: inout [UInt8]) {
+        let seqDigits = digits(seq)
+        let crcDigits = digits(UInt64(crc))
+        let count = 25 + seqDigits + crcDigits + record.count
+        out += [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            write(seq: seq, crc: crc, seqDigits: seqDigits, crcDigits: crcDigits, record: record, to: UnsafeMutableRawPointer(buffer.baseAddress!))
+            initialized = count
+        }
     }
 
     /// The frame of `record` as a new array (tests and tools).
@@ -94,25 +98,6 @@ package enum Frame {
         var out: [UInt8] = []
         record.withUnsafeBytes { encode(seq: seq, crc: CRC32C.checksum($0), record: $0, into: &out) }
         return out
-    }
-
-    /// Appends `value` in decimal without allocating.
-    @inline(__always)
-    static func appendDecimal(_ value: UInt64, to out: inout [UInt8]) {
-        if value < 10 {
-            out.append(0x30 + UInt8(value))
-            return
-        }
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { scratch in
-            var v = value
-            var i = 20
-            while v > 0 {
-                i -= 1
-                scratch[i] = 0x30 + UInt8(v % 10)
-                v /= 10
-            }
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: scratch[i..<20]))
-        }
     }
 
     /// What one line (without its `\n`) holds.

@@ -8,7 +8,7 @@ struct SegmentInfo: Sendable {
 /// Framed records waiting to be written, all destined for one segment.
 struct Chunk: Sendable {
     var segment: UInt64
-    var bytes: [UInt8] = []
+    var bytes: FrameBuffer
     var firstSeq: UInt64
     var lastSeq: UInt64
     var records: Int = 0
@@ -37,6 +37,9 @@ struct State: Sendable {
     /// End of the data known to be fsynced.
     var durable: LogPosition
     var checkpoint: LogPosition
+    /// The furthest batch end `read` returned: without the writer's state, a reader acknowledges
+    /// no further than what it has read.
+    var readEnd: LogPosition?
     var flushScheduled = false
     /// The furthest position at which a corrupt record was counted, so re-reading does not count it twice.
     var corruptCountedThrough: LogPosition?
@@ -44,7 +47,7 @@ struct State: Sendable {
     /// Loss counters changed since they were last saved (see `PersistedCounters`).
     var countersDirty = false
     /// Emptied buffers of durable chunks, reused for new chunks (see `recycle`).
-    var spare: [[UInt8]] = []
+    var spare: [FrameBuffer] = []
     var spareBytes = 0
     var countersSaveScheduled = false
 }
@@ -61,6 +64,8 @@ struct WriterIO: Sendable {
 /// The reader's side: the checkpoint file and a read-ahead cache. Behind `BeaconLog.readerIO`.
 struct ReaderIO: Sendable {
     var generation: UInt64
+    /// Write the next checkpoint as a whole new file (a slot was damaged), not in place.
+    var replaceCheckpointFile = false
     var checkpointFile: LogFile?
     var readFile: (segment: UInt64, file: LogFile)?
     var cache: ReadCache?

@@ -8,6 +8,8 @@ enum Recovery {
     struct Opened {
         var state: State
         var generation: UInt64
+        /// A checkpoint slot was damaged: the first checkpoint write replaces the whole file.
+        var damagedCheckpointSlot = false
     }
 
     /// What a full scan of one segment found.
@@ -61,21 +63,42 @@ enum Recovery {
         var generation: UInt64 = 0
         var position = LogPosition(segment: segments.first?.number ?? 0, offset: 0, seq: 0)
         var checkpointExisted = false
+        var damagedSlot = false
         if let size = try fs.fileSize(checkpointPath) {
             checkpointExisted = true
             let file = try fs.open(checkpointPath, .read)
             defer { fs.close(file) }
             var bytes = [UInt8](repeating: 0, count: Checkpoint.fileSize)
             let n = try bytes.withUnsafeMutableBytes { try fs.read(file, into: $0, at: 0) }
-            let decoded = Checkpoint.decode(file: Array(bytes.prefix(n)))
-            if let cp = decoded.checkpoint {
-                generation = cp.generation
+            let slots = Checkpoint.slots(file: Array(bytes.prefix(n)))
+            var notes: [String] = []
+            for (k, slot) in slots.enumerated() where slot.checkpoint == nil && !slot.blank {
+                notes.append("checkpoint slot \(k) is damaged (a torn write or a damaged block)")
+                damagedSlot = true
+            }
+            let candidates = slots.compactMap(\.checkpoint).sorted { $0.generation > $1.generation }
+            // The next write must carry a newer generation than any slot on disk.
+            generation = candidates.first?.generation ?? 0
+            var chosen = false
+            for cp in candidates {
+                if let last = lastSeq, cp.position.seq > last + 1 {
+                    // Acknowledging records that were never written: not a checkpoint this log wrote.
+                    notes.append("checkpoint generation \(cp.generation) (\(cp.position)) lies beyond the last record (seq \(last)) and is ignored")
+                    continue
+                }
                 let (resolved, note) = try resolve(cp.position, segments: segments, directory: directory, fs: fs)
                 position = resolved
-                stats.checkpointRecovery = note
-            } else {
-                stats.checkpointRecovery = "the checkpoint file (\(size) bytes) has no valid slot; delivering again from the oldest segment (at-least-once)"
+                if let note { notes.append(note) }
+                if cp.generation != candidates.first?.generation { notes.append("using the older slot (generation \(cp.generation))") }
+                chosen = true
+                break
             }
+            if !chosen {
+                notes.append(candidates.isEmpty
+                    ? "the checkpoint file (\(size) bytes) has no valid slot; delivering again from the oldest segment (at-least-once)"
+                    : "no checkpoint slot is usable; delivering again from the oldest segment (at-least-once)")
+            }
+            stats.checkpointRecovery = notes.isEmpty ? nil : notes.joined(separator: "; ")
         }
 
         // Segments wholly before the checkpoint are acknowledged: a crash came between the checkpoint and their deletion.
@@ -109,7 +132,7 @@ enum Recovery {
         }
         var state = State(nextSeq: nextSeq, tailSegment: tailSegment, segments: segments, written: end, durable: end, checkpoint: position)
         state.stats = stats
-        return Opened(state: state, generation: generation)
+        return Opened(state: state, generation: generation, damagedCheckpointSlot: damagedSlot)
     }
 
     /// Checks that `position` names an existing segment and lands on the record with its seq; if not,
@@ -146,6 +169,14 @@ enum Recovery {
                     validEnd = UInt64(range.upperBound + 1)
                 }
             }
+        }
+        if let first = found, first.seq > position.seq, position.segment > oldest.number {
+            // The records between the checkpoint's seq and this segment's first one can only be in
+            // older segments (say, the checkpoint was written by hand or its segment number is
+            // wrong): resume at the oldest segment with the checkpoint's seq, which passes over
+            // only records that were acknowledged.
+            let resumed = LogPosition(segment: oldest.number, offset: 0, seq: position.seq)
+            return (resumed, "the checkpoint (\(position)) names a segment whose records start at seq \(first.seq); resuming at \(resumed) so that seqs \(position.seq)..<\(first.seq) in older segments are not passed over")
         }
         let resumed = found ?? LogPosition(segment: position.segment, offset: validEnd, seq: position.seq)
         return (resumed, "the checkpoint (\(position)) does not land on a record; resuming at \(resumed), the first record at or after seq \(position.seq)")

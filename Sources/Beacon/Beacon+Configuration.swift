@@ -1,0 +1,89 @@
+import Foundation
+
+extension Beacon {
+    /// What `track` does when the in-memory hand-off to the writer is full (the disk has fallen
+    /// behind by ``Configuration/handoffBytes``).
+    public enum Backpressure: Sendable, Equatable {
+        /// Wait up to `timeout` for room, then drop the event (counted as `"backpressureTimeout"`).
+        case block(timeout: Duration)
+        /// Drop the event at once (counted as `"backpressure"`).
+        case dropNewest
+    }
+
+    /// How to open a tracker. Every property has a documented default.
+    ///
+    /// ```swift
+    /// var config = Beacon.Configuration(directory: "/var/lib/app/beacon", serverURL: url)
+    /// config.appVersion = "2.3.1"
+    /// let beacon = try Beacon(configuration: config)
+    /// ```
+    public struct Configuration: Sendable {
+        /// The log directory (created with mode 0700). One tracker per directory: opening takes
+        /// the log's writer lock.
+        public var directory: String
+        /// The collector events are delivered to; nil keeps them on disk only.
+        public var serverURL: URL?
+        /// Sent as the `$app_version` preset on every event when set.
+        public var appVersion: String?
+
+        // MARK: Storage (passed to BeaconLog)
+
+        /// When tracked events become durable. Default: BeaconLog's default (100 records or 10 ms).
+        public var durability: BeaconLog.Durability = .default
+        /// Segment size of the log. Default 8 MiB.
+        public var segmentBytes: Int = 8 << 20
+        /// Most disk space the log may use. Default 256 MiB.
+        public var maxBytes: Int64 = 256 << 20
+        /// What happens when `maxBytes` is reached. Default `.dropOldest`.
+        public var quotaPolicy: BeaconLog.QuotaPolicy = .dropOldest
+        /// The largest encoded event accepted, in bytes. Default 1 MiB (BeaconLog's default).
+        public var maxRecordBytes: Int = 1 << 20
+        /// The log locks the tracker takes. Default `.readWrite` (it appends and delivers);
+        /// `.write` appends only, leaving the reader lock to another process that delivers
+        /// (`beacon send`).
+        public var logAccess: BeaconLog.Access = .readWrite
+
+        // MARK: Hand-off between `track` and the writer
+
+        /// The most encoded bytes waiting for the writer. Default 8 MiB (about 40,000 typical events).
+        public var handoffBytes: Int = 8 << 20
+        /// What `track` does when `handoffBytes` are waiting. Default `.block(timeout: .milliseconds(100))`.
+        ///
+        /// The hand-off is full only when the disk has fallen behind by tens of thousands of events,
+        /// far beyond what one fsync explains; then slowing producers for a bounded moment is
+        /// better than losing events silently, and the timeout keeps a stalled disk from hanging
+        /// request handlers: after it the event is dropped and counted. Use `.dropNewest` where
+        /// `track` must never wait at all.
+        public var backpressure: Backpressure = .block(timeout: .milliseconds(100))
+
+        // MARK: Events and diagnostics
+
+        /// Track `$AppStart` when the tracker opens and `$AppEnd` (with the uptime as
+        /// `$event_duration`) when it closes. Default true.
+        public var lifecycleEvents: Bool = true
+        /// Receives every refused input and every dropped or failed write. Default: one line on
+        /// standard error, at most 10 a second (the rest are counted and summarised).
+        public var diagnostics: @Sendable (BeaconDiagnostic) -> Void = BeaconDiagnostic.standardError()
+
+        // MARK: Injection for tests
+
+        /// The wall clock for event `time`. Default `Date()`.
+        public var wallClock: @Sendable () -> Date = { Date() }
+        /// The monotonic clock for timers and uptime. Default `ContinuousClock()`; changing the
+        /// system time changes no duration.
+        public var monotonicClock: any Clock<Duration> = ContinuousClock()
+        /// Makes each record's `_track_id`. Default: a per-instance random 64-bit seed run through
+        /// a bijective mixer with a counter, so ids never repeat within an instance and collide
+        /// across instances with probability ~2⁻⁶⁴.
+        public var trackIdGenerator: (@Sendable () -> UInt64)?
+
+        // MARK: Delivery
+        // The delivery issue adds its settings (transport, flush policy, clock) below this line.
+
+        /// A configuration for `directory`, delivering to `serverURL` when set.
+        public init(directory: String, serverURL: URL? = nil) {
+            self.directory = directory
+            self.serverURL = serverURL
+        }
+    }
+}

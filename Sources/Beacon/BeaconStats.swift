@@ -1,0 +1,24 @@
+/// Counters of a tracker, since it was opened.
+public struct BeaconStats: Sendable, Equatable {
+    /// Records accepted by `track`, the profile calls and lifecycle events.
+    public var tracked: UInt64 = 0
+    /// Inputs refused by a validation rule.
+    public var invalid: UInt64 = 0
+    /// Refused inputs by rule (``BeaconValidationError/Rule`` raw values).
+    public var invalidByRule: [String: UInt64] = [:]
+    /// Accepted records that never reached the log, by reason: `"backpressure"`,
+    /// `"backpressureTimeout"`, `"closed"`, and the log's refusals (`"quota"`, `"diskFull"`,
+    /// `"logFailed"`, `"logError"`).
+    public var dropped: [String: UInt64] = [:]
+    /// Records written by this tracker that are durable (fsynced).
+    public var durable: UInt64 = 0
+    /// Records accepted but not yet durable: waiting for the writer, or written and not yet fsynced.
+    public var pending: UInt64 = 0
+    /// The last storage error, for diagnostics.
+    public var lastError: String?
+
+    public init() {}
+
+    /// All dropped records.
+    public var droppedTotal: UInt64 { dropped.values.reduce(0, +) }
+}

@@ -1,0 +1,222 @@
+import Foundation
+import Glibc
+import Synchronization
+import Testing
+@testable import BeaconLog
+
+// Helpers shared by the BeaconLog suites: temporary directories, raw segment contents, whole-log
+// reads, and the `beacon-test-child` process for lock and kill -9 tests.
+
+/// A temporary directory (not created; the log creates it) removed when `body` returns.
+func withTemporaryDirectory<T>(_ body: (String) throws -> T) throws -> T {
+    let path = FileManager.default.temporaryDirectory.appendingPathComponent("beacon-logtests-\(UUID().uuidString)").path
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    return try body(path)
+}
+
+/// A small-segment configuration most suites start from.
+func smallConfig(_ dir: String, durability: BeaconLog.Durability = .none, segmentBytes: Int = 4096, maxBytes: Int64 = 1 << 20) -> BeaconLog.Configuration {
+    var c = BeaconLog.Configuration(directory: dir)
+    c.durability = durability
+    c.segmentBytes = segmentBytes
+    c.maxBytes = maxBytes
+    return c
+}
+
+/// The numbers of the segment files in `dir`, ascending.
+func segmentNumbers(_ dir: String) throws -> [UInt64] {
+    try FileManager.default.contentsOfDirectory(atPath: dir).compactMap(SegmentName.parse).sorted()
+}
+
+func segmentPath(_ dir: String, _ number: UInt64) -> String {
+    dir + "/" + SegmentName.fileName(number)
+}
+
+func fileBytes(_ path: String) throws -> [UInt8] {
+    Array(try Data(contentsOf: URL(fileURLWithPath: path)))
+}
+
+func writeFile(_ path: String, _ bytes: [UInt8]) throws {
+    try Data(bytes).write(to: URL(fileURLWithPath: path))
+}
+
+func fileSize(_ path: String) throws -> UInt64 {
+    (try FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.uint64Value ?? 0
+}
+
+/// One line of a segment as found on disk.
+struct RawLine {
+    /// Byte range of the line in the file, newline included.
+    var range: Range<Int>
+    /// The parsed frame: its seq and event bytes, or nil if the line is not a valid record.
+    var seq: UInt64?
+    var event: [UInt8]?
+}
+
+/// The complete lines of a segment file (a trailing incomplete line is not included), each parsed.
+func rawLines(_ path: String) throws -> [RawLine] {
+    let bytes = try fileBytes(path)
+    var lines: [RawLine] = []
+    bytes.withUnsafeBytes { raw in
+        Recovery.forEachLine(raw) { range, parsed in
+            var line = RawLine(range: range.lowerBound..<(range.upperBound + 1))
+            if case .record(let seq, let event) = parsed {
+                line.seq = seq
+                line.event = Array(bytes[event])
+            }
+            lines.append(line)
+        }
+    }
+    return lines
+}
+
+/// Every record from the checkpoint to the end, in batches of `batchSize`, without acknowledging.
+func readAll(_ log: BeaconLog, batchSize: Int = 1000) throws -> (seqs: [UInt64], records: [String], skipped: Int) {
+    var seqs: [UInt64] = []
+    var records: [String] = []
+    var skipped = 0
+    var cursor: LogPosition?
+    for _ in 0..<100_000 {
+        let batch = try log.read(from: cursor, maxRecords: batchSize)
+        skipped += batch.skippedCorrupt
+        if batch.isEmpty { break }
+        cursor = batch.end
+        seqs += batch.seqs
+        records += batch.records.map { String(decoding: $0, as: UTF8.self) }
+    }
+    return (seqs, records, skipped)
+}
+
+/// The record `{"n":i}` padded to vary sizes.
+func numbered(_ i: Int, pad: Int = 0) -> String {
+    pad == 0 ? #"{"n":\#(i)}"# : #"{"n":\#(i),"p":"\#(String(repeating: "x", count: pad))"}"#
+}
+
+/// The exact frame length of `record` at `seq`.
+func frameLength(seq: UInt64, record: [UInt8]) -> Int {
+    Frame.length(seq: seq, crc: CRC32C.checksum(record), count: record.count)
+}
+
+/// True when the log directory verifies clean; records the problems otherwise.
+func expectClean(_ dir: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
+    let report = try BeaconLog.verify(directory: dir)
+    #expect(report.isClean, "verify found: \(report.problems.map(\.description))", sourceLocation: sourceLocation)
+}
+
+/// Runs `body` with the log's error if it throws a `BeaconLogError`, failing the test otherwise.
+func expectLogError(_ code: BeaconLogError.Code, sourceLocation: SourceLocation = #_sourceLocation, _ body: () throws -> Void) -> BeaconLogError? {
+    do {
+        try body()
+        Issue.record("expected BeaconLogError \(code), nothing was thrown", sourceLocation: sourceLocation)
+        return nil
+    } catch let error as BeaconLogError {
+        #expect(error.code == code, "\(error)", sourceLocation: sourceLocation)
+        return error
+    } catch {
+        Issue.record("expected BeaconLogError \(code), got \(error)", sourceLocation: sourceLocation)
+        return nil
+    }
+}
+
+/// A seeded generator (SplitMix64) so property tests can print and replay their seed.
+struct SeededGenerator: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+// MARK: - The child process
+
+/// Where `swift build --build-tests` put `beacon-test-child`: next to the test bundle, or found by
+/// walking up from this file to the package's `.build/debug`.
+func childExecutablePath() throws -> String {
+    var candidates: [String] = []
+    let bundle = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+    candidates.append(bundle.appendingPathComponent("beacon-test-child").path)
+    var dir = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+    while dir.path != "/" {
+        candidates.append(dir.appendingPathComponent(".build/debug/beacon-test-child").path)
+        dir = dir.deletingLastPathComponent()
+    }
+    guard let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+        throw ChildError("beacon-test-child not found (looked at \(candidates.prefix(3))); run `swift build --build-tests`")
+    }
+    return found
+}
+
+struct ChildError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// A running `beacon-test-child`, its stdout collected line by line.
+final class ChildProcess: Sendable {
+    let process: Process
+    let pid: Int32
+    private let output = Mutex<(lines: [String], partial: [UInt8], eof: Bool)>(([], [], false))
+
+    /// Starts `beacon-test-child ARGS...`.
+    init(_ arguments: [String]) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try childExecutablePath())
+        process.arguments = arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = FileHandle.standardError
+        let reader = pipe.fileHandleForReading
+        try process.run()
+        self.process = process
+        self.pid = process.processIdentifier
+        Thread.detachNewThread { [self] in
+            while true {
+                let data = reader.availableData
+                output.withLock { o in
+                    if data.isEmpty {
+                        o.eof = true
+                        return
+                    }
+                    o.partial += data
+                    while let nl = o.partial.firstIndex(of: 0x0A) {
+                        o.lines.append(String(decoding: o.partial[..<nl], as: UTF8.self))
+                        o.partial.removeSubrange(...nl)
+                    }
+                }
+                if data.isEmpty { return }
+            }
+        }
+    }
+
+    /// The lines printed so far.
+    var lines: [String] { output.withLock { $0.lines } }
+
+    /// Waits (polling every millisecond, at most `timeout` seconds) for a line satisfying `predicate`.
+    @discardableResult
+    func waitForLine(timeout: Double = 10, where predicate: (String) -> Bool) throws -> String {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            let (lines, eof) = output.withLock { ($0.lines, $0.eof) }
+            if let line = lines.first(where: predicate) { return line }
+            if eof { throw ChildError("child \(pid) ended without the expected line; it printed \(lines.suffix(5))") }
+            usleep(1000)
+        }
+        throw ChildError("child \(pid) did not print the expected line within \(timeout) s; it printed \(lines.suffix(5))")
+    }
+
+    /// SIGKILL, then reaps the process.
+    func kill9() {
+        _ = Glibc.kill(pid, SIGKILL)
+        process.waitUntilExit()
+    }
+
+    /// Waits for the child to exit on its own and returns its status.
+    func waitForExit() -> Int32 {
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+}

@@ -1,0 +1,114 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import Beacon
+
+/// A temporary directory, removed when the body returns.
+func withTrackerDirectory<T>(_ body: (String) async throws -> T) async rethrows -> T {
+    let path = FileManager.default.temporaryDirectory.appendingPathComponent("beacon-tracker-\(UUID().uuidString)").path
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    return try await body(path)
+}
+
+/// A monotonic clock the test advances by hand.
+final class TestClock: Clock, Sendable {
+    struct Instant: InstantProtocol {
+        var offset: Duration
+        func advanced(by duration: Duration) -> Instant { Instant(offset: offset + duration) }
+        func duration(to other: Instant) -> Duration { other.offset - offset }
+        static func < (lhs: Instant, rhs: Instant) -> Bool { lhs.offset < rhs.offset }
+    }
+    let current = Mutex(Instant(offset: .seconds(1000)))
+    var now: Instant { current.withLock { $0 } }
+    var minimumResolution: Duration { .nanoseconds(1) }
+    func sleep(until deadline: Instant, tolerance: Duration?) async throws {}
+    func advance(by duration: Duration) { current.withLock { $0.offset += duration } }
+}
+
+/// A wall clock the test sets by hand.
+final class TestWallClock: Sendable {
+    let current = Mutex(Date(timeIntervalSince1970: 1_700_000_000))
+    func now() -> Date { current.withLock { $0 } }
+    func set(_ date: Date) { current.withLock { $0 = date } }
+}
+
+/// Collects diagnostics.
+final class DiagnosticsCollector: Sendable {
+    let items = Mutex<[BeaconDiagnostic]>([])
+    var all: [BeaconDiagnostic] { items.withLock { $0 } }
+    func handler() -> @Sendable (BeaconDiagnostic) -> Void { { d in self.items.withLock { $0.append(d) } } }
+}
+
+extension Beacon.Configuration {
+    /// A configuration for tests: no lifecycle events, diagnostics collected.
+    static func testing(_ directory: String, diagnostics: DiagnosticsCollector? = nil) -> Beacon.Configuration {
+        var config = Beacon.Configuration(directory: directory)
+        config.lifecycleEvents = false
+        config.segmentBytes = 64 * 1024
+        config.maxBytes = 64 << 20
+        if let diagnostics { config.diagnostics = diagnostics.handler() } else { config.diagnostics = { _ in } }
+        return config
+    }
+}
+
+/// Every record in the log directory (acknowledged or not), as raw event bytes, in log order.
+func readEvents(_ directory: String) throws -> [[UInt8]] {
+    var config = BeaconLog.Configuration(directory: directory)
+    config.access = .readOnly
+    let log = try BeaconLog(configuration: config)
+    defer { try? log.close() }
+    var records: [[UInt8]] = []
+    var cursor: LogPosition? = log.oldestPosition
+    while true {
+        let batch = try log.read(from: cursor, maxRecords: 10_000, maxBytes: 64 << 20)
+        if batch.isEmpty { break }
+        records += batch.records.map { Array($0) }
+        cursor = batch.end
+    }
+    return records
+}
+
+/// Every record parsed with Foundation's JSON parser.
+func readObjects(_ directory: String) throws -> [[String: Any]] {
+    try readEvents(directory).map { bytes in
+        try #require(try JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any])
+    }
+}
+
+/// The events of an open tracker: makes them durable first.
+func events(of beacon: Beacon) throws -> [[String: Any]] {
+    try beacon.syncNow()
+    return try readEventsWhileOpen(beacon)
+}
+
+/// Reads through the tracker's own log (which holds the reader lock).
+func readEventsWhileOpen(_ beacon: Beacon) throws -> [[String: Any]] {
+    var objects: [[String: Any]] = []
+    var cursor: LogPosition? = beacon.log.oldestPosition
+    while true {
+        let batch = try beacon.log.read(from: cursor, maxRecords: 10_000, maxBytes: 64 << 20)
+        if batch.isEmpty { break }
+        for record in batch.records {
+            objects.append(try #require(try JSONSerialization.jsonObject(with: Data(record)) as? [String: Any]))
+        }
+        cursor = batch.end
+    }
+    return objects
+}
+
+/// The path of `beacon-test-child`, next to the test bundle in .build/debug.
+func testChildPath() throws -> String {
+    var url = URL(fileURLWithPath: #filePath)
+    while url.path != "/" {
+        url.deleteLastPathComponent()
+        let candidate = url.appendingPathComponent(".build/debug/beacon-test-child").path
+        if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+    }
+    let sibling = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("beacon-test-child").path
+    if FileManager.default.isExecutableFile(atPath: sibling) { return sibling }
+    throw TestChildMissing()
+}
+
+struct TestChildMissing: Error, CustomStringConvertible {
+    var description: String { "beacon-test-child was not found next to the tests; run swift build --build-tests" }
+}
