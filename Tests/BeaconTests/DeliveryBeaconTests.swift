@@ -128,7 +128,7 @@ struct DeliveryBeaconTests {
         let report = await beacon.shutdown(deadline: .milliseconds(400))
         let elapsed = began.duration(to: clock.now)
         guard case .deadlineReached = report.outcome else { Issue.record("expected deadlineReached, got \(report)"); return }
-        #expect(elapsed < .seconds(2), "\(elapsed)")
+        #expect(elapsed < .seconds(3), "\(elapsed) (the request timeout is 30 s)")
         #expect(report.remaining == 12)
         let log = try BeaconLog(directory: dir.path)
         #expect(log.stats.pendingRecords == 12)

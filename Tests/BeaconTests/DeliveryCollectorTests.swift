@@ -198,7 +198,7 @@ struct DeliveryCollectorTests {
         let report = await up.shutdown(deadline: .milliseconds(300))
         let elapsed = began.duration(to: clock.now)
         guard case .deadlineReached = report.outcome else { Issue.record("expected deadlineReached, got \(report)"); return }
-        #expect(elapsed < .milliseconds(1500), "\(elapsed)")
+        #expect(elapsed < .seconds(3), "\(elapsed) (the request timeout is 30 s)")
         #expect(report.remaining == 20 && log.checkpoint.seq == 0)
     }
 
