@@ -78,6 +78,11 @@ if let dirArgument {
     directory = String(cString: made)
     removeAfterwards = true
 }
+/// The 1-minute load average: figures taken on a busy machine (load above the core count) are low.
+func loadAverage() -> String {
+    (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8))?.split(separator: " ").first.map(String.init) ?? "?"
+}
+let loadAtStart = loadAverage()
 let context = BenchContext(quick: quick, directory: directory)
 var report = Report()
 var ok = true
@@ -111,6 +116,7 @@ let build = "release build"
 let header = """
     beacon-bench: WORKLOAD.md\(quick ? " (--quick: small N, a smoke run)" : ""), \(roundCount) round\(roundCount == 1 ? "" : "s"), median by events/s; \(build)
     data: \(directory) (removed afterwards: \(removeAfterwards ? "yes" : "no, only its contents"))
+    machine: \(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(loadAtStart) at the start, \(loadAverage()) at the end
     beacon: BeaconLog public API, one append call per event, segments 8 MiB, fsync(2) per commit (FileHandle.synchronize),
             checkpoint in place (pwrite + fdatasync, two slots); raw: 64 KiB buffer + write(2) + fdatasync(2), B: in-place pwrite + fdatasync
     """

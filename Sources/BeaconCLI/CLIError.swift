@@ -64,6 +64,18 @@ struct CLIError: Error, Sendable, CustomStringConvertible {
 
     var description: String { message }
 
+    /// The error for a directory whose `kind` lock another process holds (exit 75), naming the
+    /// holder's pid when it is known.
+    ///
+    /// ```swift
+    /// throw CLIError.locked(directory, .writer, pid: error.lockHolderPID)
+    /// ```
+    static func locked(_ directory: String, _ kind: BeaconLog.LockKind, pid: Int32?) -> CLIError {
+        let holder = pid.map { $0 > 0 ? "process \($0)" : "another process" } ?? "another process"
+        let role = kind == .writer ? "writer" : "reader"
+        return CLIError(.locked, "\(directory) is locked: \(holder) holds \(kind.rawValue).lock (one \(role) per directory); stop it or try again later")
+    }
+
     /// A one-line explanation of `error` for stderr. For a lock held by another process it names
     /// the holder's pid.
     static func describe(_ error: any Error) -> String {

@@ -1,9 +1,18 @@
 /// One `beacon` subcommand.
 ///
 /// Adding a command is one new file with a type conforming to `Command`, plus one line in
-/// ``BeaconTool/commands``. Parse with ``ParsedArguments``, open logs with
-/// ``LogOpening/open(_:access:configure:)``, write output through ``Console``, and
-/// throw ``CLIError`` (or let a `BeaconLogError` through: ``ExitCode/forError(_:)`` maps it).
+/// ``BeaconTool/commands``; `beacon help` and `beacon help NAME` pick it up.
+///
+/// Shared helpers, each in its own file:
+/// - ``ParsedArguments``: options with values, flags, positionals; usage errors (exit 64).
+/// - ``KeyValueArgument``: `key=value` arguments, typed (`price=9.99` is a number).
+/// - ``LogOpening/open(_:access:configure:)``: opens a log; a missing directory or a held lock
+///   becomes the right exit code and message (``CLIError/locked(_:_:pid:)``).
+/// - ``CLIError`` and ``ExitCode``: throw a `CLIError`, or let a `BeaconLogError` through:
+///   ``ExitCode/forError(_:)`` maps it (`.locked` → 75, I/O → 74, bad records → 65).
+/// - ``Console``: buffered stdout/stderr with `write(2)`; EPIPE becomes exit 74.
+/// - ``JSONValidator`` and ``JSONText``: validate and write JSON without Foundation.
+/// - ``Interruption``: SIGINT/SIGTERM as a request to finish cleanly.
 ///
 /// ```swift
 /// struct HelloCommand: Command {

@@ -30,9 +30,7 @@ enum LogOpening {
             return try BeaconLog(configuration: configuration)
         } catch let error as BeaconLogError where error.code == .locked {
             let kind: BeaconLog.LockKind = (access == .write || (access == .readWrite && BeaconLog.lockHolder(.writer, directory: directory) != nil)) ? .writer : .reader
-            let pid = error.lockHolderPID ?? BeaconLog.lockHolder(kind, directory: directory)
-            let holder = pid.map { $0 > 0 ? "process \($0)" : "another process" } ?? "another process"
-            throw CLIError(.locked, "\(directory) is locked: \(holder) holds \(kind.rawValue).lock (one \(kind == .writer ? "writer" : "reader") per directory); stop it or try again later")
+            throw CLIError.locked(directory, kind, pid: error.lockHolderPID ?? BeaconLog.lockHolder(kind, directory: directory))
         } catch {
             throw CLIError(wrapping: error)
         }

@@ -20,8 +20,14 @@ struct StatusCommand: Command {
         let args = try ParsedArguments(arguments, flags: ["--json"], positionals: 1...1)
         let directory = args.positionals[0]
         let log = try LogOpening.open(directory, access: .readOnly)
-        let stats = log.stats
+        var stats = log.stats
         let checkpoint = log.checkpoint
+        // A writer without the reader lock cannot move the checkpoint when the quota drops
+        // segments, so the checkpoint's seq may lie before the oldest record on disk; BeaconLog then
+        // counts the dropped records as pending too (an upper bound). Count from the oldest record.
+        if let oldest = try log.read(from: log.oldestPosition, maxRecords: 1).seqs.first, oldest > checkpoint.seq {
+            stats.pendingRecords = stats.nextSeq > oldest ? stats.nextSeq - oldest : 0
+        }
         try log.close()
         let writer = BeaconLog.lockHolder(.writer, directory: directory)
         let reader = BeaconLog.lockHolder(.reader, directory: directory)

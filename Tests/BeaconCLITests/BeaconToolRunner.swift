@@ -135,6 +135,19 @@ final class RunningTool {
         try input.fileHandleForWriting.write(contentsOf: stdinData(lines))
     }
 
+    /// Writes raw bytes to the tool's stdin.
+    func sendRaw(_ data: Data) throws {
+        try input.fileHandleForWriting.write(contentsOf: data)
+    }
+
+    /// Sends `signal` and waits for the exit, stdin still open.
+    func signal(_ number: Int32) -> (status: Int32, stderr: String) {
+        _ = Glibc.kill(process.processIdentifier, number)
+        process.waitUntilExit()
+        try? input.fileHandleForWriting.close()
+        return (process.terminationStatus, String(decoding: FileManager.default.contents(atPath: errPath) ?? Data(), as: UTF8.self))
+    }
+
     /// Closes stdin and waits for the exit.
     func finish() throws -> (status: Int32, stderr: String) {
         try input.fileHandleForWriting.close()

@@ -39,6 +39,25 @@ import Testing
         }
     }
 
+    /// Ctrl-C (or SIGTERM) while append waits for input: every complete line read so far is
+    /// appended and durable, the incomplete one is dropped, exit 128 + signal.
+    @Test(arguments: [SIGINT, SIGTERM])
+    func anInterruptedAppendKeepsWhatItRead(_ number: Int32) throws {
+        try withTemporaryDirectory { dir in
+            let records = events(250)
+            let writer = try RunningTool(["append", dir, "--sync", "none"])
+            try writer.send(records)
+            try writer.sendRaw(Data(#"{"incomplete":"#.utf8))
+            // --sync none writes within 10 ms, so status (another process) sees all of them.
+            #expect(eventually { ((try? statusJSON(dir))?["next_seq"] as? Int) == records.count })
+            let end = writer.signal(number)
+            #expect(end.status == 128 + number)
+            #expect(end.stderr.contains("interrupted by signal \(number) after 250 lines"))
+            #expect(try Run.run(["cat", dir]).stdoutLines == records)
+            #expect(try Run.run(["verify", dir]).status == 0)
+        }
+    }
+
     /// kill -9 of a drain at any moment: a second drain completes the output; every record
     /// appears, in order, and only a suffix of the batch in flight can repeat (at least once).
     @Test(arguments: [0, 20, 60])

@@ -291,6 +291,38 @@ func occurrences(of key: String, in bytes: [UInt8]) -> Int {
         }
     }
 
+    /// A tracker whose last reference goes away inside the append hook (on the writer thread)
+    /// closes without waiting for its own thread.
+    @Test func releasingTheTrackerFromTheAppendHookDoesNotDeadlock() async throws {
+        try await withTrackerDirectory { dir in
+            let closed = DispatchSemaphore(value: 0)
+            let holder = Locked<Beacon?>(nil)
+            do {
+                let beacon = try Beacon(configuration: .testing(dir))
+                beacon.setOnAppended { _ in
+                    let last = holder.withLock { b -> Beacon? in
+                        let old = b
+                        b = nil
+                        return old
+                    }
+                    guard last != nil else { return }
+                    _ = consume last    // the last reference goes here, on the writer thread
+                    closed.signal()
+                }
+                holder.withLock { $0 = beacon }
+                beacon.track("E")
+            }
+            #expect(closed.wait(timeout: .now() + 10) == .success)
+            // The tracker closed itself on its writer thread: the lock is released.
+            var released = false
+            for _ in 0..<1000 where !released {
+                released = BeaconLog.lockHolder(.writer, directory: dir) == nil
+                if !released { usleep(2000) }
+            }
+            #expect(released)
+        }
+    }
+
     @Test func theDefaultDiagnosticsAreRateLimited() {
         let limiter = RateLimiter(perSecond: 10)
         let admitted = (0..<100).filter { _ in limiter.admit() != nil }.count

@@ -96,6 +96,42 @@ func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
         }
     }
 
+    /// `sync()` waits for what was tracked before it, not for an idle writer: a thread that
+    /// never stops tracking cannot keep it waiting.
+    @Test func syncReturnsWhileAnotherThreadKeepsTracking() async throws {
+        try await withTrackerDirectory { dir in
+            var config = Beacon.Configuration.testing(dir)
+            config.handoffBytes = 64 * 1024          // a small backlog: each sync waits for little
+            let beacon = try Beacon(configuration: config)
+            let stop = Atomic<Bool>(false)
+            let finished = Atomic<Bool>(false)
+            let done = DispatchSemaphore(value: 0)
+            Thread {
+                var i = 0
+                // Bounded so that a sync that waits for an idle writer fails instead of hanging.
+                while !stop.load(ordering: .relaxed) && i < 1_000_000 {
+                    beacon.track("Busy", properties: ["i": .int(i)])
+                    i += 1
+                }
+                finished.store(true, ordering: .relaxed)
+                done.signal()
+            }.start()
+            while beacon.stats.tracked < 100 { usleep(100) }
+            for round in 0..<5 {
+                beacon.track("Mine", properties: ["round": .int(round)])
+                try beacon.sync()
+            }
+            let busyStillRunning = !finished.load(ordering: .relaxed)
+            #expect(busyStillRunning, "sync() returned only once the other thread stopped tracking")
+            stop.store(true, ordering: .relaxed)
+            done.wait()
+            try beacon.sync()
+            let mine = try readEventsWhileOpenRaw(beacon).filter { String(decoding: $0, as: UTF8.self).contains(#""event":"Mine""#) }
+            #expect(mine.count == 5)
+            await beacon.close()
+        }
+    }
+
     /// A backlog larger than one append call is handed to the log in order, in several calls.
     @Test func aLargeBacklogIsAppendedInOrderInSeveralCalls() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("beacon-tracker-\(UUID().uuidString)").path

@@ -1,5 +1,6 @@
 import BeaconLog
 import Foundation
+import Glibc
 
 /// The one writer thread between `track` and the log.
 ///
@@ -39,11 +40,18 @@ final class EventWriter: @unchecked Sendable {
     private var queue: [[UInt8]] = []
     private var queuedBytes = 0
     private var writing = 0
+    /// Records ever queued, and ever handed to the log (appended or refused): `waitUntilWritten`
+    /// waits for the count of its call, not for an empty queue, so other threads' later events
+    /// cannot keep it waiting.
+    private var enqueuedTotal: UInt64 = 0
+    private var writtenTotal: UInt64 = 0
     private var closing = false
     private var finished = false
     private var writerWaiting = false
     private var waiters = 0
     private var hooks: Hooks
+    /// The writer thread, so that `close` called from a hook (on that thread) does not wait for itself.
+    private var writerThread: pthread_t?
 
     init(log: BeaconLog, capacity: Int, backpressure: Beacon.Backpressure, recordsPerAppend: Int = 4096, hooks: Hooks) {
         self.log = log
@@ -103,6 +111,7 @@ final class EventWriter: @unchecked Sendable {
         }
         queue.append(record)
         queuedBytes += record.count
+        enqueuedTotal += 1
         if writerWaiting { lock.broadcast() }
         lock.unlock()
         return .queued
@@ -116,19 +125,31 @@ final class EventWriter: @unchecked Sendable {
     }
 
     /// Blocks until everything queued before this call has been handed to the log.
+    /// On the writer thread itself (a hook calling `sync()`) it returns at once: what the hook
+    /// was called for is already written.
     func waitUntilWritten() {
         lock.lock()
+        if let writerThread, pthread_equal(writerThread, pthread_self()) != 0 {
+            lock.unlock()
+            return
+        }
+        let target = enqueuedTotal
         waiters += 1
-        while (!queue.isEmpty || writing > 0) && !finished { lock.wait() }
+        while writtenTotal < target && !finished { lock.wait() }
         waiters -= 1
         lock.unlock()
     }
 
-    /// Stops accepting records, writes what is queued and stops the thread. Blocks until done.
+    /// Stops accepting records, writes what is queued and stops the thread. Blocks until done,
+    /// except when called on the writer thread itself (from a hook), where it only asks it to stop.
     func close() {
         lock.lock()
         closing = true
         lock.broadcast()
+        if let writerThread, pthread_equal(writerThread, pthread_self()) != 0 {
+            lock.unlock()
+            return
+        }
         waiters += 1
         while !finished { lock.wait() }
         waiters -= 1
@@ -138,6 +159,9 @@ final class EventWriter: @unchecked Sendable {
     private func run() {
         var batch: [[UInt8]] = []
         batch.reserveCapacity(1024)
+        lock.lock()
+        writerThread = pthread_self()
+        lock.unlock()
         while true {
             lock.lock()
             while queue.isEmpty && !closing {
@@ -159,10 +183,11 @@ final class EventWriter: @unchecked Sendable {
             lock.unlock()
 
             write(batch, hooks: hooks)
+            batch.removeAll(keepingCapacity: true)    // frees the records outside the lock
 
             lock.lock()
+            writtenTotal += UInt64(writing)
             writing = 0
-            batch.removeAll(keepingCapacity: true)
             if waiters > 0 { lock.broadcast() }
             lock.unlock()
         }

@@ -1,0 +1,81 @@
+import Foundation
+
+/// How events are delivered to a collector. Every property has a documented default taken from
+/// the seeds (DESIGN §5).
+///
+/// ```swift
+/// var delivery = DeliveryConfiguration(url: URL(string: "https://collector.example.com/events")!)
+/// delivery.headers["Authorization"] = "Bearer …"
+/// ```
+public struct DeliveryConfiguration: Sendable {
+    /// The collector endpoint; every batch is POSTed here.
+    public var url: URL
+    /// The most events per request. Default 50.
+    public var batchSize: Int = 50
+    /// The most event bytes per request (at least one event is always sent). Default 1 MiB.
+    public var maxBatchBytes: Int = 1 << 20
+    /// Flush when at least this many events are pending. Default 100.
+    public var flushBulkSize: Int = 100
+    /// Flush periodically at this interval; values below 5 s are raised to 5 s; `nil` turns
+    /// periodic flushing off (manual and count-triggered flushes only). Default 15 s.
+    public var flushInterval: Duration? = .seconds(15)
+    /// How long one request may take. Default 30 s.
+    public var requestTimeout: Duration = .seconds(30)
+    /// The body format. Default ``PayloadFormat/jsonArray``.
+    public var format: PayloadFormat = .jsonArray
+    /// Compress bodies with gzip (`Content-Encoding: gzip`). Default off.
+    public var gzip: Bool = false
+    /// Extra header fields on every request (for example `Authorization`). Never logged.
+    public var headers: [String: String] = [:]
+    /// Retry timing after failures.
+    public var backoff: Backoff = Backoff()
+    /// Events older than this (by their top-level `"time"` field, epoch ms) are set aside as
+    /// expired instead of sent: written to `rejected.jsonl` with reason `"expired"` and counted.
+    /// `nil` (the default) never expires events.
+    public var maxEventAge: Duration?
+
+    /// A configuration for `url` with the defaults.
+    public init(url: URL) {
+        self.url = url
+    }
+
+    /// `flushInterval` as it is used: at least 5 s, or nil.
+    public var effectiveFlushInterval: Duration? {
+        flushInterval.map { max($0, .seconds(5)) }
+    }
+
+    /// Exponential backoff with full jitter: after the n-th consecutive failure the next attempt
+    /// waits a random time between zero and `min(maximum, initial × 2^(n−1))`. A `Retry-After`
+    /// from the collector replaces the computed wait.
+    public struct Backoff: Sendable, Equatable {
+        /// The cap of the first wait. Default 1 s.
+        public var initial: Duration = .seconds(1)
+        /// The largest cap. Default 5 min.
+        public var maximum: Duration = .seconds(300)
+        /// Randomise each wait between zero and its cap (full jitter). Default on; off waits the cap.
+        public var jitter: Bool = true
+
+        public init(initial: Duration = .seconds(1), maximum: Duration = .seconds(300), jitter: Bool = true) {
+            self.initial = initial
+            self.maximum = maximum
+            self.jitter = jitter
+        }
+
+        /// The cap of the wait after `failures` consecutive failures (1, 2, …).
+        public func cap(afterFailures failures: Int) -> Duration {
+            guard failures > 0 else { return .zero }
+            var cap = initial
+            for _ in 1..<min(failures, 64) {
+                if cap >= maximum { break }
+                cap = cap * 2
+            }
+            return min(cap, maximum)
+        }
+
+        /// The wait after `failures` consecutive failures, `unit` (0..<1) choosing within the jitter.
+        public func delay(afterFailures failures: Int, unit: Double = Double.random(in: 0..<1)) -> Duration {
+            let cap = cap(afterFailures: failures)
+            return jitter ? cap * unit : cap
+        }
+    }
+}

@@ -1,0 +1,125 @@
+import Foundation
+import Glibc
+
+/// Writes whole buffers to a file descriptor, retrying on `EINTR` and short writes.
+func writeAll(_ fd: Int32, _ bytes: [UInt8], path: String) throws {
+    var done = 0
+    try bytes.withUnsafeBytes { raw in
+        while done < raw.count {
+            let n = Glibc.write(fd, raw.baseAddress! + done, raw.count - done)
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw DeliveryError(.storage, "write to \(path) failed: \(String(cString: strerror(errno))); check free space and permissions")
+            }
+            done += n
+        }
+    }
+}
+
+/// `rejected.jsonl` in the log directory: one line per event set aside, never re-sent
+/// automatically. Each line is
+/// `{"status":400,"reason":"…","seq":12,"rejected_at":<epoch ms>,"record":<the event, verbatim>}`
+/// (`"status":null` for expired events). Appended with `O_APPEND` and fsynced before the events
+/// are acknowledged, so an event is in the log or in this file, never in neither.
+struct RejectedFile {
+    static let fileName = "rejected.jsonl"
+    let path: String
+
+    init(directory: String) {
+        path = directory + "/" + Self.fileName
+    }
+
+    struct Entry {
+        var status: Int?
+        var reason: String
+        var seq: UInt64
+        var record: ArraySlice<UInt8>
+    }
+
+    func append(_ entries: [Entry], nowMillis: Int64) throws {
+        guard !entries.isEmpty else { return }
+        var bytes: [UInt8] = []
+        for entry in entries {
+            bytes.append(contentsOf: #"{"status":"#.utf8)
+            bytes.append(contentsOf: (entry.status.map(String.init) ?? "null").utf8)
+            bytes.append(contentsOf: #","reason":"#.utf8)
+            appendJSONString(entry.reason, to: &bytes)
+            bytes.append(contentsOf: #","seq":\#(entry.seq),"rejected_at":\#(nowMillis),"record":"#.utf8)
+            bytes.append(contentsOf: entry.record)
+            bytes.append(contentsOf: "}\n".utf8)
+        }
+        let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            throw DeliveryError(.storage, "cannot open \(path): \(String(cString: strerror(errno))); check the log directory's permissions")
+        }
+        defer { close(fd) }
+        try writeAll(fd, bytes, path: path)
+        guard fsync(fd) == 0 else {
+            throw DeliveryError(.storage, "fsync of \(path) failed: \(String(cString: strerror(errno))); the refused events stay pending")
+        }
+    }
+}
+
+/// Appends `text` as a JSON string literal, escaping quotes, backslashes and control characters.
+func appendJSONString(_ text: String, to bytes: inout [UInt8]) {
+    bytes.append(0x22)
+    for byte in text.utf8 {
+        switch byte {
+        case 0x22: bytes.append(contentsOf: [0x5C, 0x22])
+        case 0x5C: bytes.append(contentsOf: [0x5C, 0x5C])
+        case 0x0A: bytes.append(contentsOf: [0x5C, UInt8(ascii: "n")])
+        case 0x0D: bytes.append(contentsOf: [0x5C, UInt8(ascii: "r")])
+        case 0x09: bytes.append(contentsOf: [0x5C, UInt8(ascii: "t")])
+        case 0..<0x20:
+            let hex = Array("0123456789abcdef".utf8)
+            bytes.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 15)]])
+        default: bytes.append(byte)
+        }
+    }
+    bytes.append(0x22)
+}
+
+/// `delivery.inflight` in the log directory: the range of the request in flight, so that a
+/// restart sends the same events again (same body, same idempotency key) instead of a differently
+/// cut batch. One line: `<seq of the checkpoint when it was sent> <number of records read>`.
+/// Replaced atomically (temporary file + `rename`), not fsynced: it matters after a process
+/// crash, which keeps the page cache; after a power loss a batch may be re-cut (still
+/// at-least-once, only the key differs).
+struct InflightFile {
+    static let fileName = "delivery.inflight"
+    let path: String
+
+    init(directory: String) {
+        path = directory + "/" + Self.fileName
+    }
+
+    struct Range: Equatable {
+        var firstSeq: UInt64
+        var count: Int
+    }
+
+    func load() -> Range? {
+        guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else { return nil }
+        let parts = text.split(whereSeparator: { $0 == " " || $0 == "\n" })
+        guard parts.count == 2, let first = UInt64(parts[0]), let count = Int(parts[1]), count > 0 else { return nil }
+        return Range(firstSeq: first, count: count)
+    }
+
+    func save(_ range: Range) throws {
+        let tmp = path + ".tmp"
+        let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            throw DeliveryError(.storage, "cannot write \(tmp): \(String(cString: strerror(errno))); check the log directory's permissions")
+        }
+        do {
+            try writeAll(fd, Array("\(range.firstSeq) \(range.count)\n".utf8), path: tmp)
+        } catch {
+            close(fd)
+            throw error
+        }
+        close(fd)
+        guard rename(tmp, path) == 0 else {
+            throw DeliveryError(.storage, "cannot rename \(tmp) to \(path): \(String(cString: strerror(errno)))")
+        }
+    }
+}

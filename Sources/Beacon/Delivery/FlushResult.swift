@@ -1,0 +1,79 @@
+/// What a flush (or the upload part of a shutdown) achieved.
+public struct FlushResult: Sendable, CustomStringConvertible {
+    /// Why the flush stopped.
+    public enum Outcome: Sendable, CustomStringConvertible {
+        /// Everything pending was delivered (or set aside as rejected / expired).
+        case drained
+        /// Nothing was pending.
+        case noData
+        /// A request failed; the events stay stored and are retried later with backoff.
+        case failed(any Error)
+        /// The deadline came before everything was delivered; the rest stays stored.
+        case deadlineReached
+
+        public var description: String {
+            switch self {
+            case .drained: "drained"
+            case .noData: "no data"
+            case .failed(let error): "failed: \(error)"
+            case .deadlineReached: "deadline reached"
+            }
+        }
+
+        /// True for `.drained` and `.noData`.
+        public var isComplete: Bool {
+            switch self {
+            case .drained, .noData: true
+            default: false
+            }
+        }
+    }
+
+    /// Events the collector accepted during this flush.
+    public var sent: Int
+    /// Events still pending in the log afterwards.
+    public var remaining: UInt64
+    /// Why it stopped.
+    public var outcome: Outcome
+
+    public init(sent: Int, remaining: UInt64, outcome: Outcome) {
+        self.sent = sent
+        self.remaining = remaining
+        self.outcome = outcome
+    }
+
+    public var description: String { "sent \(sent), remaining \(remaining), \(outcome)" }
+}
+
+/// Why a delivery request failed.
+public struct DeliveryError: Error, Sendable, CustomStringConvertible {
+    /// The kind of failure; the set may grow.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        public let name: String
+        public init(_ name: String) { self.name = name }
+        public var description: String { name }
+        /// A transient failure: network error, timeout, 408, 429, 5xx. Retried with backoff.
+        public static let transient = Code("transient")
+        /// A configuration problem: 401, 403, 404, 501, 505 or another 4xx. Paused with backoff.
+        public static let configuration = Code("configuration")
+        /// Reading the log or writing `rejected.jsonl` failed.
+        public static let storage = Code("storage")
+        /// The uploader was shut down.
+        public static let stopped = Code("stopped")
+    }
+
+    /// The kind of failure.
+    public var code: Code
+    /// What happened and what to do.
+    public var message: String
+    /// The HTTP status, when the collector answered.
+    public var status: Int?
+
+    public init(_ code: Code, _ message: String, status: Int? = nil) {
+        self.code = code
+        self.message = message
+        self.status = status
+    }
+
+    public var description: String { "delivery \(code): \(message)" }
+}

@@ -1,0 +1,71 @@
+import CZlib
+
+/// gzip compression and decompression through the system zlib (`deflateInit2` / `inflateInit2`
+/// with a gzip wrapper, window bits 31 / 47).
+public enum Gzip {
+    /// A gzip member holding `bytes`, compressed at `level` (0…9, default 6).
+    public static func compress(_ bytes: [UInt8], level: Int32 = 6) -> [UInt8] {
+        var stream = z_stream()
+        var status = deflateInit2_(&stream, level, Z_DEFLATED, 31, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size))
+        precondition(status == Z_OK, "deflateInit2 failed (\(status)): zlib is unusable")
+        defer { deflateEnd(&stream) }
+        let bound = Int(deflateBound(&stream, uLong(bytes.count)))
+        var output = [UInt8](repeating: 0, count: bound)
+        var produced = 0
+        bytes.withUnsafeBufferPointer { input in
+            output.withUnsafeMutableBufferPointer { out in
+                stream.next_in = UnsafeMutablePointer(mutating: input.baseAddress)
+                stream.avail_in = uInt(input.count)
+                stream.next_out = out.baseAddress
+                stream.avail_out = uInt(out.count)
+                status = deflate(&stream, Z_FINISH)
+                produced = out.count - Int(stream.avail_out)
+            }
+        }
+        precondition(status == Z_STREAM_END, "deflate did not finish within deflateBound (\(status))")
+        output.removeSubrange(produced...)
+        return output
+    }
+
+    /// The bytes inside one or more concatenated gzip (or zlib) members. Throws on damaged input
+    /// or when the result would exceed `limit` bytes.
+    public static func decompress(_ bytes: [UInt8], limit: Int = 256 << 20) throws -> [UInt8] {
+        var stream = z_stream()
+        guard inflateInit2_(&stream, 47, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)) == Z_OK else {
+            throw GzipError(message: "inflateInit2 failed")
+        }
+        defer { inflateEnd(&stream) }
+        var output: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        try bytes.withUnsafeBufferPointer { input in
+            stream.next_in = UnsafeMutablePointer(mutating: input.baseAddress)
+            stream.avail_in = uInt(input.count)
+            while true {
+                let (status, produced) = chunk.withUnsafeMutableBufferPointer { out -> (Int32, Int) in
+                    stream.next_out = out.baseAddress
+                    stream.avail_out = uInt(out.count)
+                    let status = inflate(&stream, Z_NO_FLUSH)
+                    return (status, out.count - Int(stream.avail_out))
+                }
+                output.append(contentsOf: chunk[0..<produced])
+                if output.count > limit { throw GzipError(message: "the gzip body inflates to more than \(limit) bytes") }
+                if status == Z_STREAM_END {
+                    if stream.avail_in == 0 { return }
+                    // Another member follows.
+                    guard inflateReset(&stream) == Z_OK else { throw GzipError(message: "inflateReset failed") }
+                    continue
+                }
+                guard status == Z_OK || (status == Z_BUF_ERROR && produced > 0) else {
+                    throw GzipError(message: "the gzip body is damaged or truncated (zlib status \(status))")
+                }
+            }
+        }
+        return output
+    }
+}
+
+/// A gzip body that could not be decompressed.
+public struct GzipError: Error, Sendable, CustomStringConvertible {
+    public var message: String
+    public var description: String { "gzip: \(message)" }
+}

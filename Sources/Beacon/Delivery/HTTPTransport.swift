@@ -1,0 +1,134 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Synchronization
+
+/// The default ``Transport``: HTTP(S) through `URLSession` (FoundationNetworking on Linux).
+///
+/// Each request gets its own timeout (30 s by default, from ``DeliveryConfiguration/requestTimeout``),
+/// enforced by this type as well as by `URLSession`: on Linux `URLSession` rounds timeouts down to
+/// whole seconds and treats a value below one second as "no timeout", so the session is given at
+/// least one second and the precise deadline is kept by cancelling the task.
+///
+/// ```swift
+/// let transport = HTTPTransport()
+/// ```
+public final class HTTPTransport: Transport {
+    let session: URLSession
+
+    /// A transport with its own ephemeral `URLSession` (no cookies, no cache).
+    public init() {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.httpCookieStorage = nil
+        configuration.urlCache = nil
+        configuration.httpShouldSetCookies = false
+        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        configuration.httpMaximumConnectionsPerHost = 1
+        self.session = URLSession(configuration: configuration)
+    }
+
+    deinit {
+        session.finishTasksAndInvalidate()
+    }
+
+    public func send(_ request: TransportRequest) async throws -> TransportResponse {
+        var urlRequest = URLRequest(url: request.url)
+        urlRequest.httpMethod = request.method
+        for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
+        urlRequest.httpBody = Data(request.body)
+        let seconds = Self.seconds(request.timeout)
+        // Whole seconds, at least one: below one second URLSession on Linux would not time out at all.
+        urlRequest.timeoutInterval = max(1, seconds.rounded(.up))
+        let box = TaskBox()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<TransportResponse, any Error>) in
+                let once = Once(continuation)
+                let task = session.dataTask(with: urlRequest) { data, response, error in
+                    if let error {
+                        let nsError = error as NSError
+                        if nsError.domain == NSURLErrorDomain && nsError.code == NSURLErrorTimedOut {
+                            once.resume(throwing: TransportError(.timeout, "no answer from \(request.url) within \(seconds) s"))
+                        } else if nsError.domain == NSURLErrorDomain && nsError.code == NSURLErrorCancelled {
+                            once.resume(throwing: box.cancelReason ?? TransportError(.cancelled, "the request to \(request.url) was cancelled"))
+                        } else {
+                            once.resume(throwing: TransportError(.network, "\(request.url): \(error.localizedDescription)"))
+                        }
+                        return
+                    }
+                    guard let http = response as? HTTPURLResponse else {
+                        once.resume(throwing: TransportError(.network, "\(request.url) answered with something that is not HTTP"))
+                        return
+                    }
+                    var headers: [String: String] = [:]
+                    for (key, value) in http.allHeaderFields {
+                        if let key = key as? String, let value = value as? String { headers[key] = value }
+                    }
+                    once.resume(returning: TransportResponse(status: http.statusCode, headers: headers, body: data.map { [UInt8]($0) } ?? []))
+                }
+                box.set(task)
+                task.resume()
+                // The precise deadline, whatever URLSession does with sub-second timeouts.
+                let nanos = Int(max(0, seconds) * 1_000_000_000)
+                DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(nanos)) {
+                    box.cancel(reason: TransportError(.timeout, "no answer from \(request.url) within \(seconds) s"))
+                }
+            }
+        } onCancel: {
+            box.cancel(reason: TransportError(.cancelled, "the request to \(request.url) was cancelled"))
+        }
+    }
+
+    static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+}
+
+/// The running `URLSessionTask` and why it was cancelled, shared with the cancellation handler and
+/// the deadline timer.
+final class TaskBox: Sendable {
+    private let state = Mutex<(task: URLSessionTask?, reason: TransportError?, cancelled: Bool)>((nil, nil, false))
+
+    func set(_ task: URLSessionTask) {
+        let cancelNow = state.withLock { s -> Bool in
+            s.task = task
+            return s.cancelled
+        }
+        if cancelNow { task.cancel() }
+    }
+
+    func cancel(reason: TransportError) {
+        let task = state.withLock { s -> URLSessionTask? in
+            if s.cancelled { return nil }
+            s.cancelled = true
+            s.reason = reason
+            return s.task
+        }
+        task?.cancel()
+    }
+
+    var cancelReason: TransportError? { state.withLock { $0.reason } }
+}
+
+/// A continuation resumed at most once.
+final class Once<T: Sendable>: Sendable {
+    private let continuation: Mutex<CheckedContinuation<T, any Error>?>
+
+    init(_ continuation: CheckedContinuation<T, any Error>) {
+        self.continuation = Mutex(continuation)
+    }
+
+    func resume(returning value: T) {
+        continuation.withLock { c in
+            c?.resume(returning: value)
+            c = nil
+        }
+    }
+
+    func resume(throwing error: any Error) {
+        continuation.withLock { c in
+            c?.resume(throwing: error)
+            c = nil
+        }
+    }
+}

@@ -1,0 +1,17 @@
+/// A monotonic time source made from any `Clock<Duration>`: time since it was made, and sleeping
+/// until such a time. Changing the system time changes neither.
+struct MonotonicTime: Sendable {
+    /// Time elapsed since this value was made.
+    let now: @Sendable () -> Duration
+    /// Sleeps until `now()` reaches the given value; throws `CancellationError` when cancelled.
+    let sleepUntil: @Sendable (Duration) async throws -> Void
+
+    init(_ clock: any Clock<Duration>) {
+        (now, sleepUntil) = Self.functions(of: clock)
+    }
+
+    private static func functions<C: Clock<Duration>>(of clock: C) -> (@Sendable () -> Duration, @Sendable (Duration) async throws -> Void) {
+        let origin = clock.now
+        return ({ origin.duration(to: clock.now) }, { target in try await clock.sleep(until: origin.advanced(by: target), tolerance: nil) })
+    }
+}

@@ -1,0 +1,56 @@
+/// How a batch of events is put in a request body. Bodies are the stored event bytes joined,
+/// never parsed or re-encoded.
+public enum PayloadFormat: String, Sendable, CaseIterable {
+    /// `[e1,e2,…]`, `Content-Type: application/json`: the seeds' wire format. The default.
+    case jsonArray
+    /// `{"sent_at":<epoch ms>,"batch":[e1,e2,…]}`, `Content-Type: application/json`. `sent_at` is
+    /// stamped per attempt, so a retried body differs in that field only.
+    case envelope
+    /// One event per line, each ending in `\n`, `Content-Type: application/x-ndjson` (the HTTP
+    /// inputs of Vector, Fluent Bit and Logstash).
+    case ndjson
+
+    /// The `Content-Type` header value.
+    public var contentType: String {
+        switch self {
+        case .jsonArray, .envelope: "application/json"
+        case .ndjson: "application/x-ndjson"
+        }
+    }
+
+    /// The body for `records` (each the bytes of one JSON value), sent at `sentAt` (epoch ms,
+    /// used by ``envelope`` only).
+    public func body<C: Collection<UInt8>>(_ records: some Collection<C>, sentAt: Int64) -> [UInt8] {
+        var size = 2
+        for record in records { size += record.count + 1 }
+        var body: [UInt8] = []
+        body.reserveCapacity(size + 40)
+        switch self {
+        case .jsonArray:
+            body.append(UInt8(ascii: "["))
+            appendJoined(records, into: &body)
+            body.append(UInt8(ascii: "]"))
+        case .envelope:
+            body.append(contentsOf: #"{"sent_at":"#.utf8)
+            body.append(contentsOf: String(sentAt).utf8)
+            body.append(contentsOf: #","batch":["#.utf8)
+            appendJoined(records, into: &body)
+            body.append(contentsOf: "]}".utf8)
+        case .ndjson:
+            for record in records {
+                body.append(contentsOf: record)
+                body.append(0x0A)
+            }
+        }
+        return body
+    }
+
+    private func appendJoined<C: Collection<UInt8>>(_ records: some Collection<C>, into body: inout [UInt8]) {
+        var first = true
+        for record in records {
+            if !first { body.append(UInt8(ascii: ",")) }
+            first = false
+            body.append(contentsOf: record)
+        }
+    }
+}

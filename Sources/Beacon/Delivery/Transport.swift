@@ -1,0 +1,84 @@
+import Foundation
+
+/// One HTTP request the uploader asks a ``Transport`` to send: a POST of `body` with `headers`.
+public struct TransportRequest: Sendable {
+    /// Where to send it.
+    public var url: URL
+    /// The HTTP method. The uploader always uses `POST`.
+    public var method: String
+    /// Header fields in the order they are sent. May hold secrets (`Authorization`): never log them.
+    public var headers: [(name: String, value: String)]
+    /// The request body, already encoded (and compressed, when `Content-Encoding: gzip` is set).
+    public var body: [UInt8]
+    /// How long the transport may take before it gives up with ``TransportError/Kind/timeout``.
+    public var timeout: Duration
+
+    public init(url: URL, method: String = "POST", headers: [(name: String, value: String)] = [], body: [UInt8], timeout: Duration = .seconds(30)) {
+        self.url = url
+        self.method = method
+        self.headers = headers
+        self.body = body
+        self.timeout = timeout
+    }
+
+    /// The value of header `name` (case-insensitive), if present.
+    public func header(_ name: String) -> String? {
+        headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
+    }
+}
+
+/// What a collector answered: the status code, the header fields and the body.
+public struct TransportResponse: Sendable {
+    /// The HTTP status code.
+    public var status: Int
+    /// Header fields as received (names as the server spelled them).
+    public var headers: [String: String]
+    /// The response body (often an error message for 4xx answers).
+    public var body: [UInt8]
+
+    public init(status: Int, headers: [String: String] = [:], body: [UInt8] = []) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    /// The value of header `name` (case-insensitive), if present.
+    public func header(_ name: String) -> String? {
+        if let exact = headers[name] { return exact }
+        return headers.first { $0.key.caseInsensitiveCompare(name) == .orderedSame }?.value
+    }
+}
+
+/// Sends upload requests. ``HTTPTransport`` is the default; `BeaconTesting` has an in-memory one.
+///
+/// A transport throws for anything that is not an HTTP answer (connection refused, reset, DNS,
+/// timeout, cancellation) and returns every HTTP answer, whatever its status: the uploader decides
+/// what a status means. It must honour task cancellation by throwing promptly.
+public protocol Transport: Sendable {
+    /// Sends `request` and returns the collector's answer.
+    func send(_ request: TransportRequest) async throws -> TransportResponse
+}
+
+/// A request that got no HTTP answer.
+public struct TransportError: Error, Sendable, CustomStringConvertible {
+    /// Why no answer came.
+    public enum Kind: Sendable, Equatable {
+        /// The request took longer than its timeout.
+        case timeout
+        /// The connection could not be made or broke (refused, reset, DNS, TLS).
+        case network
+        /// The request was cancelled (shutdown deadline).
+        case cancelled
+    }
+    /// Why no answer came.
+    public var kind: Kind
+    /// What happened, for people.
+    public var message: String
+
+    public init(_ kind: Kind, _ message: String) {
+        self.kind = kind
+        self.message = message
+    }
+
+    public var description: String { "\(kind): \(message)" }
+}
