@@ -80,6 +80,14 @@ extension Beacon {
         // MARK: Delivery
         // The delivery issue adds its settings (transport, flush policy, clock) below this line.
 
+        /// How events are delivered when ``serverURL`` is set: batch size (50), flush policy
+        /// (100 pending, every 15 s), request timeout, format, gzip, headers, backoff and
+        /// `maxEventAge`. `serverURL` replaces its `url`. Default: the defaults of
+        /// ``DeliveryConfiguration``. Backoff and intervals run on ``monotonicClock``.
+        public var delivery: DeliveryConfiguration?
+        /// How upload requests are sent. Default nil: an ``HTTPTransport`` (URLSession).
+        public var transport: (any Transport)?
+
         /// A configuration for `directory`, delivering to `serverURL` when set.
         public init(directory: String, serverURL: URL? = nil) {
             self.directory = directory

@@ -39,6 +39,8 @@ public final class Beacon: Sendable {
     let closed = Atomic<Bool>(false)
     /// Serialises identity changes with their saves.
     let identitySaves = Mutex<Void>(())
+    /// The uploader and the shutdown state (Beacon+Delivery.swift).
+    let delivery: DeliveryState
 
     struct Context: Sendable {
         var identity: IdentityStore.Identity
@@ -70,6 +72,7 @@ public final class Beacon: Sendable {
         logConfig.access = configuration.logAccess
         let log = try BeaconLog(configuration: logConfig)
         self.log = log
+        self.delivery = DeliveryState(configuration: configuration, log: log)
         self.elapsed = Beacon.elapsedClock(configuration.monotonicClock)
         self.makeTrackId = configuration.trackIdGenerator ?? Beacon.defaultTrackIdGenerator()
         self.presets = Beacon.presets(appVersion: configuration.appVersion)
@@ -113,6 +116,7 @@ public final class Beacon: Sendable {
                     ? "the log could not write \(records) records yet; they are kept in memory: \(error)"
                     : "the log refused \(records) records (\(reason)): \(error)"))
             }))
+        startDelivery()
         if configuration.lifecycleEvents {
             record(RecordEncoder.Input(type: .track, event: "$AppStart", isBeaconEvent: true, properties: [:], distinctId: nil,
                                        trackId: 0, timeMilliseconds: 0, durationMicroseconds: nil, withPresets: true))
@@ -261,6 +265,7 @@ public final class Beacon: Sendable {
 
     /// Closes the log (final fsync, locks released). Call after ``finishWriting()``.
     func closeLog() {
+        delivery.uploader?.stop()
         do { try log.close() } catch { noteStorageError(error) }
     }
 

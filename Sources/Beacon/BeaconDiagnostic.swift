@@ -13,6 +13,9 @@ public struct BeaconDiagnostic: Sendable, CustomStringConvertible {
         case dropped
         /// The log or the identity file failed to write.
         case storage
+        /// Delivery needs attention: the collector refused the configuration (401, 403, 404, …)
+        /// and uploads are paused, or they resumed.
+        case delivery
     }
 
     /// The kind of problem.

@@ -133,6 +133,32 @@ public actor Uploader {
         if fire { Task { await self.kick() } }
     }
 
+    /// Tells the uploader how many events the log holds pending (the tracker's append hook): a
+    /// flush starts once at least `flushBulkSize` are pending. Cheap and non-blocking.
+    public nonisolated func recordsPending(_ pending: UInt64) {
+        let fire = trigger.withLock { t -> Bool in
+            t.unsent = Int(clamping: pending)
+            if t.stopped || t.armed || pending < UInt64(configuration.flushBulkSize) { return false }
+            t.armed = true
+            return true
+        }
+        if fire { Task { await self.kick() } }
+    }
+
+    /// Stops the timers and triggers without uploading (the log is being closed). Returns at once.
+    public nonisolated func stop() {
+        trigger.withLock { $0.stopped = true }
+        Task { await self.stopTimers() }
+    }
+
+    func stopTimers() {
+        stopped = true
+        intervalTask?.cancel()
+        intervalTask = nil
+        retryTask?.cancel()
+        retryTask = nil
+    }
+
     /// Starts a background drain unless one runs, a flush runs, or a backoff is pending.
     func kick() {
         guard started, !stopped, drainTask == nil, flushTask == nil, time.now() >= notBefore else { return }

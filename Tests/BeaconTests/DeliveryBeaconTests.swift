@@ -1,0 +1,136 @@
+import Foundation
+import Testing
+@testable import Beacon
+import BeaconTesting
+
+/// The property `n` of a tracked event's bytes.
+func numberedN(_ event: some Collection<UInt8>) -> Int? {
+    guard let object = try? JSONSerialization.jsonObject(with: Data(event)) as? [String: Any],
+          let properties = object["properties"] as? [String: Any] else { return nil }
+    return properties["n"] as? Int
+}
+
+@Suite("Delivery: the tracker's flush, shutdown and run", .timeLimit(.minutes(1)))
+struct DeliveryBeaconTests {
+    func configuration(_ dir: DeliveryTempDir, _ collector: LoopbackCollector?, configure: (inout DeliveryConfiguration) -> Void = { _ in }) -> Beacon.Configuration {
+        var config = Beacon.Configuration(directory: dir.path, serverURL: collector?.url)
+        config.lifecycleEvents = false
+        config.diagnostics = { _ in }
+        var delivery = DeliveryConfiguration(url: collector?.url ?? URL(string: "http://127.0.0.1:9/")!)
+        delivery.flushInterval = nil
+        delivery.batchSize = 10
+        configure(&delivery)
+        config.delivery = collector == nil ? nil : delivery
+        return config
+    }
+
+    @Test("flush sends everything tracked before it, in order, and reports drained")
+    func flush() async throws {
+        let dir = DeliveryTempDir()
+        defer { dir.remove() }
+        let collector = try LoopbackCollector()
+        defer { collector.stop() }
+        let beacon = try Beacon(configuration: configuration(dir, collector))
+        for n in 0..<35 { beacon.track("Numbered", properties: ["n": .int(n)]) }
+        let result = await beacon.flush()
+        guard case .drained = result.outcome else { Issue.record("expected drained, got \(result)"); return }
+        #expect(result.sent == 35 && result.remaining == 0)
+        #expect(collector.acceptedEvents.compactMap { numberedN($0) } == Array(0..<35))
+        let again = await beacon.flush()
+        guard case .noData = again.outcome else { Issue.record("expected noData, got \(again)"); return }
+        #expect(await beacon.deliveryStats.sentEvents == 35)
+        await beacon.shutdown()
+    }
+
+    @Test("the writer's append hook triggers an upload at flushBulkSize pending events")
+    func countTrigger() async throws {
+        let dir = DeliveryTempDir()
+        defer { dir.remove() }
+        let collector = try LoopbackCollector()
+        defer { collector.stop() }
+        let beacon = try Beacon(configuration: configuration(dir, collector) { $0.flushBulkSize = 20 })
+        for n in 0..<45 { beacon.track("Numbered", properties: ["n": .int(n)]) }
+        try beacon.sync()
+        #expect(await eventually { collector.acceptedEvents.count >= 40 })
+        #expect(collector.acceptedEvents.compactMap { numberedN($0) } == Array(0..<collector.acceptedEvents.count))
+        await beacon.shutdown()
+    }
+
+    @Test("events left by an earlier run without a collector are sent after the next start")
+    func pendingFromEarlierRun() async throws {
+        let dir = DeliveryTempDir()
+        defer { dir.remove() }
+        do {
+            let offline = try Beacon(configuration: configuration(dir, nil))
+            for n in 0..<15 { offline.track("Numbered", properties: ["n": .int(n)]) }
+            let report = await offline.shutdown()
+            #expect(report.remaining == 15)
+            guard case .failed = report.outcome else { Issue.record("expected failed (no serverURL), got \(report)"); return }
+        }
+        let collector = try LoopbackCollector()
+        defer { collector.stop() }
+        let beacon = try Beacon(configuration: configuration(dir, collector))
+        #expect(await eventually { collector.acceptedEvents.count == 15 })
+        #expect(collector.acceptedEvents.compactMap { numberedN($0) } == Array(0..<15))
+        await beacon.shutdown()
+    }
+
+    @Test("shutdown drains, closes the log (locks released) and wakes run(); later calls get the same report")
+    func shutdownDrainsAndRunReturns() async throws {
+        let dir = DeliveryTempDir()
+        defer { dir.remove() }
+        let collector = try LoopbackCollector()
+        defer { collector.stop() }
+        var config = configuration(dir, collector)
+        config.lifecycleEvents = true
+        let beacon = try Beacon(configuration: config)
+        let running = Task { try await beacon.run() }
+        for n in 0..<23 { beacon.track("Numbered", properties: ["n": .int(n)]) }
+        let report = await beacon.shutdown(deadline: .seconds(10))
+        guard case .drained = report.outcome else { Issue.record("expected drained, got \(report)"); return }
+        try await running.value
+        #expect(report.remaining == 0)
+        let events = collector.acceptedEvents
+        #expect(events.compactMap { numberedN($0) } == Array(0..<23))
+        #expect(String(decoding: events.last ?? [], as: UTF8.self).contains("$AppEnd"), "$AppEnd goes out with the last batch")
+        let second = await beacon.shutdown()
+        #expect(second.sent == report.sent)
+        // The locks are free: another tracker opens the directory.
+        let reopened = try Beacon(configuration: configuration(dir, nil))
+        reopened.closeNow()
+    }
+
+    @Test("cancelling run() shuts the tracker down")
+    func cancelRun() async throws {
+        let dir = DeliveryTempDir()
+        defer { dir.remove() }
+        let collector = try LoopbackCollector()
+        defer { collector.stop() }
+        let beacon = try Beacon(configuration: configuration(dir, collector))
+        for n in 0..<5 { beacon.track("Numbered", properties: ["n": .int(n)]) }
+        let running = Task { try await beacon.run(gracePeriod: .seconds(5)) }
+        running.cancel()
+        try await running.value
+        #expect(collector.acceptedEvents.compactMap { numberedN($0) } == Array(0..<5))
+    }
+
+    @Test("shutdown honours its deadline when the collector never answers; the events stay on disk")
+    func shutdownDeadline() async throws {
+        let dir = DeliveryTempDir()
+        defer { dir.remove() }
+        let collector = try LoopbackCollector()
+        defer { collector.stop() }
+        collector.defaultReply = .never
+        let beacon = try Beacon(configuration: configuration(dir, collector) { $0.requestTimeout = .seconds(30) })
+        for n in 0..<12 { beacon.track("Numbered", properties: ["n": .int(n)]) }
+        let clock = ContinuousClock()
+        let began = clock.now
+        let report = await beacon.shutdown(deadline: .milliseconds(400))
+        let elapsed = began.duration(to: clock.now)
+        guard case .deadlineReached = report.outcome else { Issue.record("expected deadlineReached, got \(report)"); return }
+        #expect(elapsed < .seconds(2), "\(elapsed)")
+        #expect(report.remaining == 12)
+        let log = try BeaconLog(directory: dir.path)
+        #expect(log.stats.pendingRecords == 12)
+    }
+}
