@@ -46,7 +46,6 @@ extension Beacon {
     }
 
     func profile(_ type: RecordEncoder.RecordType, _ properties: [String: PropertyValue], distinctId: String?) {
-        record(RecordEncoder.Input(type: type, event: nil, properties: properties, distinctId: distinctId, trackId: 0,
-                                   timeMilliseconds: 0, durationMicroseconds: nil, withPresets: false))
+        record(RecordEncoder.Input(type: type, event: nil, properties: properties, distinctId: distinctId, durationMicroseconds: nil, withPresets: false))
     }
 }

@@ -61,7 +61,6 @@ extension Beacon {
     }
 
     func trackTimed(_ event: String, duration: Duration?, properties: [String: PropertyValue], distinctId: String?) {
-        record(RecordEncoder.Input(type: .track, event: event, properties: properties, distinctId: distinctId, trackId: 0,
-                                   timeMilliseconds: 0, durationMicroseconds: duration.map(Beacon.microseconds), withPresets: true))
+        record(RecordEncoder.Input(type: .track, event: event, properties: properties, distinctId: distinctId, durationMicroseconds: duration.map(Beacon.microseconds), withPresets: true))
     }
 }

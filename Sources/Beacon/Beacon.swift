@@ -119,7 +119,7 @@ public final class Beacon: Sendable {
         startDelivery()
         if configuration.lifecycleEvents {
             record(RecordEncoder.Input(type: .track, event: "$AppStart", isBeaconEvent: true, properties: [:], distinctId: nil,
-                                       trackId: 0, timeMilliseconds: 0, durationMicroseconds: nil, withPresets: true))
+                                       durationMicroseconds: nil, withPresets: true))
         }
     }
 
@@ -150,24 +150,23 @@ public final class Beacon: Sendable {
     ///   - distinctId: The user of this event, instead of the tracker's identity.
     public func track(_ event: String, properties: [String: PropertyValue] = [:], distinctId: String? = nil) {
         record(RecordEncoder.Input(type: .track, event: event, properties: properties, distinctId: distinctId,
-                                   trackId: 0, timeMilliseconds: 0, durationMicroseconds: nil, withPresets: true))
+                                   durationMicroseconds: nil, withPresets: true))
     }
 
     /// Throws the ``BeaconValidationError`` that `track` would report for this input, or nothing if
     /// `track` would accept it. Records nothing.
     public func validate(_ event: String, properties: [String: PropertyValue] = [:], distinctId: String? = nil) throws {
         _ = try encode(RecordEncoder.Input(type: .track, event: event, properties: properties, distinctId: distinctId,
-                                           trackId: 0, timeMilliseconds: 0, durationMicroseconds: nil, withPresets: true))
+                                           durationMicroseconds: nil, withPresets: true))
     }
 
     /// Encodes a record (filling in its id and time) or throws why it is refused.
     func encode(_ input: RecordEncoder.Input) throws -> [UInt8] {
-        var input = input
-        input.trackId = makeTrackId()
-        input.timeMilliseconds = JSONBytes.milliseconds(configuration.wallClock())
+        let trackId = makeTrackId()
+        let time = JSONBytes.milliseconds(configuration.wallClock())
         let snapshot = context.withLock { $0.snapshot }
         return try ByteWriter.withWriter { out in
-            try RecordEncoder.encode(input, snapshot: snapshot, into: &out)
+            try RecordEncoder.encode(input, trackId: trackId, timeMilliseconds: time, snapshot: snapshot, into: &out)
             if out.count > configuration.maxRecordBytes {
                 throw BeaconValidationError(event: RecordEncoder.subject(input), key: nil, rule: .recordTooLarge,
                                             message: "the record is \(out.count) bytes, more than maxRecordBytes (\(configuration.maxRecordBytes)); send fewer or shorter properties")
@@ -257,7 +256,7 @@ public final class Beacon: Sendable {
         if configuration.lifecycleEvents {
             let uptime = elapsed()
             record(RecordEncoder.Input(type: .track, event: "$AppEnd", isBeaconEvent: true, properties: [:], distinctId: nil,
-                                       trackId: 0, timeMilliseconds: 0, durationMicroseconds: Beacon.microseconds(uptime), withPresets: true))
+                                       durationMicroseconds: Beacon.microseconds(uptime), withPresets: true))
         }
         writer.close()
         do { try log.sync() } catch { noteStorageError(error) }

@@ -22,8 +22,6 @@ enum RecordEncoder {
         var isBeaconEvent = false
         var properties: [String: PropertyValue]
         var distinctId: String?
-        var trackId: UInt64
-        var timeMilliseconds: Int64
         /// `$event_duration` in thousandths of a millisecond (microseconds), if any.
         var durationMicroseconds: Int64?
         /// Presets, super and dynamic super properties (events only, not profiles).
@@ -33,12 +31,12 @@ enum RecordEncoder {
     /// The name diagnostics use for the record: its event, or its profile operation.
     static func subject(_ input: Input) -> String { input.event ?? input.type.rawValue }
 
-    static func encode(_ input: Input, snapshot: Snapshot, into out: inout ByteWriter) throws {
+    static func encode(_ input: Input, trackId: UInt64, timeMilliseconds: Int64, snapshot: Snapshot, into out: inout ByteWriter) throws {
         let subject = subject(input)
         out.append(#"{"_track_id":"#)
-        JSONBytes.appendUInt(input.trackId, to: &out)
+        JSONBytes.appendUInt(trackId, to: &out)
         out.append(#","time":"#)
-        JSONBytes.appendInt(input.timeMilliseconds, to: &out)
+        JSONBytes.appendInt(timeMilliseconds, to: &out)
         out.append(#","type":""#)
         JSONBytes.appendRaw(input.type.rawValue, to: &out)
         out.append(0x22)
