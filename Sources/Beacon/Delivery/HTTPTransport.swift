@@ -71,9 +71,12 @@ public final class HTTPTransport: Transport {
                 task.resume()
                 // The precise deadline, whatever URLSession does with sub-second timeouts.
                 let nanos = Int(max(0, seconds) * 1_000_000_000)
-                DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(nanos)) {
+                let timer = DispatchWorkItem {
                     box.cancel(reason: TransportError(.timeout, "no answer from \(request.url) within \(seconds) s"))
                 }
+                let cancelTimer = TimerCancel(timer)
+                once.onResume = { cancelTimer.cancel() }
+                DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(nanos), execute: timer)
             }
         } onCancel: {
             box.cancel(reason: TransportError(.cancelled, "the request to \(request.url) was cancelled"))
@@ -121,22 +124,46 @@ final class TaskBox: Sendable {
 /// A continuation resumed at most once.
 final class Once<T: Sendable>: Sendable {
     private let continuation: Mutex<CheckedContinuation<T, any Error>?>
+    private let cleanup = Mutex<(@Sendable () -> Void)?>(nil)
 
     init(_ continuation: CheckedContinuation<T, any Error>) {
         self.continuation = Mutex(continuation)
     }
 
+    /// Runs once, after the continuation is resumed (cancels the deadline timer).
+    var onResume: (@Sendable () -> Void)? {
+        get { cleanup.withLock { $0 } }
+        set { cleanup.withLock { $0 = newValue } }
+    }
+
     func resume(returning value: T) {
-        continuation.withLock { c in
-            c?.resume(returning: value)
+        let resumed = continuation.withLock { c -> Bool in
+            guard let pending = c else { return false }
             c = nil
+            pending.resume(returning: value)
+            return true
         }
+        if resumed { finish() }
     }
 
     func resume(throwing error: any Error) {
-        continuation.withLock { c in
-            c?.resume(throwing: error)
+        let resumed = continuation.withLock { c -> Bool in
+            guard let pending = c else { return false }
             c = nil
+            pending.resume(throwing: error)
+            return true
         }
+        if resumed { finish() }
     }
+
+    private func finish() {
+        cleanup.withLock { c -> (@Sendable () -> Void)? in defer { c = nil }; return c }?()
+    }
+}
+
+/// Cancels a `DispatchWorkItem` (thread-safe, but not marked `Sendable`).
+final class TimerCancel: @unchecked Sendable {
+    private let item: DispatchWorkItem
+    init(_ item: DispatchWorkItem) { self.item = item }
+    func cancel() { item.cancel() }
 }
