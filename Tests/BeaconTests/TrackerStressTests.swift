@@ -63,7 +63,7 @@ func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
             let diagnostics = DiagnosticsCollector()
             config.diagnostics = diagnostics.handler()
             let beacon = try Beacon(configuration: config)
-            let count = 3000
+            let count = 800
             for i in 0..<count { beacon.track("Burst", properties: ["i": .int(i)]) }
             let records = try events(of: beacon)
             let stats = beacon.stats
@@ -88,9 +88,9 @@ func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
             config.backpressure = .block(timeout: .seconds(30))
             let beacon = try Beacon(configuration: config)
             onThreads(2) { t in
-                for i in 0..<300 { beacon.track("Burst", properties: ["t": .int(t), "i": .int(i)]) }
+                for i in 0..<150 { beacon.track("Burst", properties: ["t": .int(t), "i": .int(i)]) }
             }
-            #expect(try events(of: beacon).count == 600)
+            #expect(try events(of: beacon).count == 300)
             #expect(beacon.stats.droppedTotal == 0)
             beacon.closeNow()
         }
