@@ -51,8 +51,8 @@ struct AppendCommand: Command {
         var dropped: UInt64 = 0
         do {
             try appender.appendLines(from: 0)
+            try log.close()  // the last write may still make the quota drop a segment
             dropped = log.stats.dropped.values.reduce(0, +) - droppedBefore
-            try log.close()
         } catch {
             try? appender.flushGroup()
             try? log.close()
@@ -159,8 +159,9 @@ struct LineAppender {
                     start = 0
                 }
             }
-            // Append what this read completed before blocking in the next one.
+            // Append what this read completed, and report what it refused, before blocking in the next one.
             try flushGroup()
+            if !stderr.buffer.isEmpty { try? stderr.flush() }
         }
         if skipping {
             lineNumber += 1

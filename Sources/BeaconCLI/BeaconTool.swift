@@ -8,6 +8,8 @@ enum BeaconTool {
             AppendCommand.self,
             TrackCommand.self,
             DrainCommand.self,
+            SendCommand.self,
+            CollectCommand.self,
             CatCommand.self,
             StatusCommand.self,
             VerifyCommand.self,

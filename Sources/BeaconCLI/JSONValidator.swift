@@ -174,7 +174,7 @@ enum JSONValidator {
         }
 
         /// A string starting at the opening quote.
-        mutating func string() -> Failure? {
+        @inline(__always) mutating func string() -> Failure? {
             i += 1
             while true {
                 // Eight plain ASCII bytes (no quote, backslash, control or non-ASCII) at a time (little-endian loads).

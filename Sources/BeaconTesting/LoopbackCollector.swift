@@ -71,8 +71,8 @@ public final class LoopbackCollector: Sendable {
 
     /// Listens on 127.0.0.1:`port` (0 picks a free port) and starts serving.
     ///
-    /// - Parameter onRequest: called on the connection's thread for every request, after it is
-    ///   answered (for example to print accepted events).
+    /// - Parameter onRequest: called on the connection's thread for every request that gets an
+    ///   answer, just before the answer is sent (for example to write accepted events out).
     public init(port: UInt16 = 0, onRequest: (@Sendable (Request) -> Void)? = nil) throws {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw Self.error("socket") }
@@ -266,8 +266,8 @@ public final class LoopbackCollector: Sendable {
             for (name, value) in headers { response += "\(name): \(value)\r\n" }
             let closeAfter = head.headers["connection"]?.lowercased() == "close"
             response += closeAfter ? "Connection: close\r\n\r\n" : "Connection: keep-alive\r\n\r\n"
-            guard reader.send(Array(response.utf8) + Array(body.utf8)) else { return }
             if let onRequest = state.withLock({ $0.onRequest }) { onRequest(request) }
+            guard reader.send(Array(response.utf8) + Array(body.utf8)) else { return }
             if closeAfter { return }
         }
     }

@@ -208,9 +208,9 @@ final class ChildProcess: Sendable {
         throw ChildError("child \(pid) did not print the expected line within \(timeout) s; it printed \(lines.suffix(5))")
     }
 
-    /// SIGKILL, then reaps the process.
+    /// SIGKILL (unless it already ended), then reaps the process. Safe to call more than once.
     func kill9() {
-        _ = Glibc.kill(pid, SIGKILL)
+        if process.isRunning { _ = Glibc.kill(pid, SIGKILL) }
         process.waitUntilExit()
     }
 

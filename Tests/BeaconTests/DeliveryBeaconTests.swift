@@ -121,14 +121,14 @@ struct DeliveryBeaconTests {
         let collector = try LoopbackCollector()
         defer { collector.stop() }
         collector.defaultReply = .never
-        let beacon = try Beacon(configuration: configuration(dir, collector) { $0.requestTimeout = .seconds(30) })
+        let beacon = try Beacon(configuration: configuration(dir, collector) { $0.requestTimeout = .seconds(60) })
         for n in 0..<12 { beacon.track("Numbered", properties: ["n": .int(n)]) }
         let clock = ContinuousClock()
         let began = clock.now
         let report = await beacon.shutdown(deadline: .milliseconds(400))
         let elapsed = began.duration(to: clock.now)
         guard case .deadlineReached = report.outcome else { Issue.record("expected deadlineReached, got \(report)"); return }
-        #expect(elapsed < .seconds(2), "\(elapsed)")
+        #expect(elapsed < .seconds(10), "\(elapsed): far below the request timeout (60 s), allowing for a loaded machine")
         #expect(report.remaining == 12)
         let log = try BeaconLog(directory: dir.path)
         #expect(log.stats.pendingRecords == 12)

@@ -189,7 +189,7 @@ struct DeliveryCollectorTests {
         collector.defaultReply = .never
         let log = try deliveryLog(dir, events: 0..<20)
         var config = testDelivery(collector.url)
-        config.requestTimeout = .seconds(30)
+        config.requestTimeout = .seconds(60)
         let up = Uploader(log: log, configuration: config, transport: HTTPTransport(), diagnostics: { _ in })
         await up.start()
         await collector.waitForRequests(count: 1)
@@ -198,7 +198,7 @@ struct DeliveryCollectorTests {
         let report = await up.shutdown(deadline: .milliseconds(300))
         let elapsed = began.duration(to: clock.now)
         guard case .deadlineReached = report.outcome else { Issue.record("expected deadlineReached, got \(report)"); return }
-        #expect(elapsed < .milliseconds(1500), "\(elapsed)")
+        #expect(elapsed < .seconds(10), "\(elapsed): far below the request timeout (60 s), allowing for a loaded machine")
         #expect(report.remaining == 20 && log.checkpoint.seq == 0)
     }
 

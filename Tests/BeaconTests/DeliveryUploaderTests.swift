@@ -352,7 +352,7 @@ struct DeliveryUploaderTests {
         let elapsed = began.duration(to: clock.now)
         guard case .deadlineReached = report.outcome else { Issue.record("expected deadlineReached, got \(report)"); return }
         #expect(report.remaining == 5)
-        #expect(elapsed < .seconds(2), "\(elapsed)")
+        #expect(elapsed < .seconds(10), "\(elapsed): far below the request timeout (60 s), allowing for a loaded machine")
         #expect(log.checkpoint.seq == 0)
         let after = await uploader.flush()
         guard case .failed = after.outcome else { Issue.record("a flush after shutdown fails, got \(after)"); return }

@@ -1,7 +1,56 @@
+import Beacon
+import Dispatch
 import Foundation
 
-/// Placeholder until its owner lands; replaced by the real role.
+/// `beacon-test-child deliver DIR URL START COUNT`: a tracker delivering to the collector at URL.
+/// Tracks events "Numbered" with property `n = START ..< START+COUNT`, a few milliseconds apart,
+/// printing "ready" once open and "durable N" each time the events through N are fsynced; then
+/// shuts down with a 5 s deadline and prints "done SENT REMAINING". SIGTERM/SIGINT run the
+/// termination handler (shutdown with a 2 s grace, exit 128+signal). Tests kill it with SIGKILL
+/// at random moments.
 func runDeliverChild(_ arguments: [String]) -> Never {
-    FileHandle.standardError.write(Data("beacon-test-child: role not built yet\n".utf8))
-    exit(70)
+    guard arguments.count >= 4, let url = URL(string: arguments[1]), let start = Int(arguments[2]), let count = Int(arguments[3]) else {
+        FileHandle.standardError.write(Data("usage: beacon-test-child deliver DIR URL START COUNT\n".utf8))
+        exit(64)
+    }
+    var config = Beacon.Configuration(directory: arguments[0], serverURL: url)
+    config.segmentBytes = 16 * 1024
+    config.lifecycleEvents = false
+    config.diagnostics = { _ in }
+    var delivery = DeliveryConfiguration(url: url)
+    delivery.batchSize = 20
+    delivery.flushBulkSize = 20
+    delivery.flushInterval = .seconds(5)
+    delivery.backoff = .init(initial: .milliseconds(20), maximum: .milliseconds(200))
+    delivery.requestTimeout = .seconds(5)
+    config.delivery = delivery
+    let beacon: Beacon
+    do {
+        beacon = try Beacon(configuration: config)
+    } catch {
+        FileHandle.standardError.write(Data("beacon-test-child deliver: \(error)\n".utf8))
+        exit(70)
+    }
+    beacon.installTerminationHandler(grace: .seconds(2))
+    func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
+    say("ready")
+    for n in start..<(start + count) {
+        beacon.track("Numbered", properties: ["n": .int(n)])
+        if (n - start) % 10 == 9 || n == start + count - 1 {
+            do { try beacon.sync() } catch { break }
+            // After a termination signal the tracker stops accepting: later events are not durable.
+            if beacon.stats.droppedTotal > 0 { break }
+            say("durable \(n)")
+        }
+        usleep(300)
+    }
+    if beacon.stats.droppedTotal > 0 { while true { sleep(60) } }  // the termination handler exits
+    let done = DispatchSemaphore(value: 0)
+    Task {
+        let report = await beacon.shutdown(deadline: .seconds(5))
+        say("done \(report.sent) \(report.remaining)")
+        done.signal()
+    }
+    done.wait()
+    exit(0)
 }

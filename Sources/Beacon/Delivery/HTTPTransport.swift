@@ -44,6 +44,7 @@ public final class HTTPTransport: Transport {
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<TransportResponse, any Error>) in
                 let once = Once(continuation)
+                box.setOnce(once)
                 let task = session.dataTask(with: urlRequest) { data, response, error in
                     if let error {
                         let nsError = error as NSError
@@ -88,6 +89,12 @@ public final class HTTPTransport: Transport {
 /// the deadline timer.
 final class TaskBox: Sendable {
     private let state = Mutex<(task: URLSessionTask?, reason: TransportError?, cancelled: Bool)>((nil, nil, false))
+    private let once = Mutex<Once<TransportResponse>?>(nil)
+
+    /// The continuation to fail at once on cancellation or timeout, without waiting for URLSession.
+    func setOnce(_ value: Once<TransportResponse>) {
+        once.withLock { $0 = value }
+    }
 
     func set(_ task: URLSessionTask) {
         let cancelNow = state.withLock { s -> Bool in
@@ -105,6 +112,7 @@ final class TaskBox: Sendable {
             return s.task
         }
         task?.cancel()
+        once.withLock { $0 }?.resume(throwing: reason)
     }
 
     var cancelReason: TransportError? { state.withLock { $0.reason } }

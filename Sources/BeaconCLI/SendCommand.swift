@@ -1,0 +1,114 @@
+import Beacon
+import Dispatch
+import Foundation
+import Glibc
+import Synchronization
+
+/// `beacon send`: uploads a directory's pending events with the library's uploader (the sidecar
+/// pattern: the service writes, `beacon send` ships).
+struct SendCommand: Command {
+    static let name = "send"
+    static let summary = "Upload a directory's pending events to a collector (sidecar)"
+    static let usage = """
+        beacon send DIR --url URL [--batch N] [--format array|envelope|ndjson] [--gzip]
+                        [--header 'K: V']... [--follow] [--retries N]
+          Uploads DIR's pending events to URL in order with Beacon's uploader, holding DIR's
+          reader lock (a service may keep appending), and acknowledges each batch when the
+          collector answers 2xx. Answers are handled as the library does: 5xx, 408, 429 and
+          network errors are retried with backoff (honouring Retry-After), 413 splits, 400/422
+          set the refused events aside in DIR/rejected.jsonl. Header values are never printed.
+          --url URL       the collector endpoint (http or https)
+          --batch N       events per request (default 50)
+          --format F      array (default), envelope ({"sent_at":ms,"batch":[...]}) or ndjson
+          --gzip          compress bodies (Content-Encoding: gzip)
+          --header 'K: V' an extra header, e.g. 'Authorization: Bearer ...' (repeatable)
+          --follow        keep running and send new events as they arrive (checked every
+                          0.5 s), until SIGINT or SIGTERM; failures are retried for ever
+          --retries N     without --follow: transient failures in a row before giving up
+                          (default 5)
+          Exit: 0 drained (or stopped by a signal with --follow), 64 usage, 74 events could not
+          be delivered (collector down or refusing the configuration: 401, 403, 404, ...; they
+          stay pending), 75 DIR has another reader.
+        """
+
+    static func run(_ arguments: [String]) throws -> Int32 {
+        let args = try ParsedArguments(arguments, options: ["--url", "--batch", "--format", "--header", "--retries"], flags: ["--gzip", "--follow"], positionals: 1...1)
+        guard let urlText = args.value("--url") else { throw CLIError(.usage, "--url is required") }
+        guard let url = URL(string: urlText), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host != nil else {
+            throw CLIError(.usage, "--url must be an http or https URL, not '\(urlText)'")
+        }
+        var config = DeliveryConfiguration(url: url)
+        config.batchSize = try args.integer("--batch", default: 50, in: 1...100_000)
+        config.flushInterval = nil
+        config.gzip = args.has("--gzip")
+        switch try args.choice("--format", ["array", "envelope", "ndjson"], default: "array") {
+        case "envelope": config.format = .envelope
+        case "ndjson": config.format = .ndjson
+        default: config.format = .jsonArray
+        }
+        for header in args.allValues("--header") {
+            guard let colon = header.firstIndex(of: ":") else { throw CLIError(.usage, "--header takes 'Name: value' (a colon after the name)") }
+            let name = header[..<colon].trimmingCharacters(in: .whitespaces)
+            let value = header[header.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            guard !name.isEmpty, !name.contains(" ") else { throw CLIError(.usage, "--header has an empty or spaced header name") }
+            config.headers[name] = value
+        }
+        let retries = try args.integer("--retries", default: 5, in: 0...1_000_000)
+        let follow = args.has("--follow")
+        let directory = args.positionals[0]
+        Interruption.install()
+        let log = try LogOpening.open(directory, access: .read)
+        defer { try? log.close() }
+        let uploader = Uploader(log: log, configuration: config, diagnostics: { Console.writeError("beacon send: \($0)\n") })
+        var sent = 0
+        var failures = 0
+        while Interruption.signal == 0 {
+            let result = waitFor { await uploader.flush() }
+            sent += result.sent
+            switch result.outcome {
+            case .drained, .noData, .deadlineReached:
+                failures = 0
+                if !follow {
+                    Console.writeError("beacon send: sent \(sent) events to \(url); nothing pending\n")
+                    return ExitCode.ok.rawValue
+                }
+                pauseUnlessInterrupted(.milliseconds(500))
+            case .failed(let error):
+                failures += 1
+                let configurationProblem = (error as? DeliveryError)?.code == .configuration
+                if !follow && (configurationProblem || failures > retries) {
+                    Console.writeError("beacon send: \(error); sent \(sent) events, \(result.remaining) stay pending in \(directory)\n")
+                    return ExitCode.ioError.rawValue
+                }
+                if !configurationProblem { Console.writeError("beacon send: \(error)\n") }
+                pauseUnlessInterrupted(config.backoff.delay(afterFailures: failures))
+            }
+        }
+        _ = waitFor { await uploader.shutdown(deadline: .zero) }
+        Console.writeError("beacon send: stopped by signal \(Interruption.signal) after sending \(sent) events\n")
+        return ExitCode.ok.rawValue
+    }
+
+    /// Runs `body` on the concurrency pool and waits for it on this thread.
+    static func waitFor<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T {
+        let done = DispatchSemaphore(value: 0)
+        let box = Mutex<T?>(nil)
+        Task {
+            let value = await body()
+            box.withLock { $0 = value }
+            done.signal()
+        }
+        done.wait()
+        return box.withLock { $0! }
+    }
+
+    /// Sleeps up to `duration` in short steps, returning early on SIGINT/SIGTERM.
+    static func pauseUnlessInterrupted(_ duration: Duration) {
+        var left = Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+        while left > 0 && Interruption.signal == 0 {
+            let step = min(left, 0.1)
+            usleep(UInt32(step * 1_000_000))
+            left -= step
+        }
+    }
+}
