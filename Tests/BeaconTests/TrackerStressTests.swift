@@ -102,6 +102,7 @@ func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
         try await withTrackerDirectoryOffPool { dir in
             var config = Beacon.Configuration.testing(dir)
             config.handoffBytes = 64 * 1024          // a small backlog: each sync waits for little
+            config.backpressure = .block(timeout: .seconds(60))   // the busy thread fills it: wait, never drop
             let beacon = try Beacon(configuration: config)
             let stop = Atomic<Bool>(false)
             let finished = Atomic<Bool>(false)
@@ -126,6 +127,7 @@ func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
             stop.store(true, ordering: .relaxed)
             done.wait()
             try beacon.sync()
+            #expect(beacon.stats.droppedTotal == 0)
             let mine = try readEventsWhileOpenRaw(beacon).filter { String(decoding: $0, as: UTF8.self).contains(#""event":"Mine""#) }
             #expect(mine.count == 5)
             beacon.closeNow()
