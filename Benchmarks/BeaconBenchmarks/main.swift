@@ -10,6 +10,8 @@ var benchPhases: [any BenchPhase.Type] {
         DrainPhase.self,
         OpenPhase.self,
         TrackPhase.self,
+        UploadPhase.self,
+        EndToEndPhase.self,
     ]
 }
 

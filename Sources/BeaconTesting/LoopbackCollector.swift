@@ -62,6 +62,9 @@ public final class LoopbackCollector: Sendable {
         var stopped = false
         var watchers: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
         var onRequest: (@Sendable (Request) -> Void)?
+        var retainsBodies = true
+        var acceptedEventCount = 0
+        var receivedBodyBytes = 0
     }
 
     let state = Mutex(State())
@@ -145,7 +148,21 @@ public final class LoopbackCollector: Sendable {
         set { state.withLock { $0.clockOffset = newValue } }
     }
 
+    /// Keep each request's bodies and events in ``requests`` (default true). Turn it off for long
+    /// runs (the benchmark): requests then keep their headers and status only, and the counters
+    /// below still count.
+    public var retainsBodies: Bool {
+        get { state.withLock { $0.retainsBodies } }
+        set { state.withLock { $0.retainsBodies = newValue } }
+    }
+
     // MARK: What was received
+
+    /// The number of events in requests answered 2xx (duplicates included).
+    public var acceptedEventCount: Int { state.withLock { $0.acceptedEventCount } }
+
+    /// Body bytes received as sent on the wire (before gzip decoding), over all requests.
+    public var receivedBodyBytes: Int { state.withLock { $0.receivedBodyBytes } }
 
     /// Every request received, in order.
     public var requests: [Request] { state.withLock { $0.requests } }
@@ -288,7 +305,17 @@ public final class LoopbackCollector: Sendable {
 
     func record(_ request: Request) {
         let ready = state.withLock { s -> [CheckedContinuation<Void, Never>] in
-            s.requests.append(request)
+            s.receivedBodyBytes += request.rawBody.count
+            if let status = request.status, status / 100 == 2 { s.acceptedEventCount += request.events?.count ?? 0 }
+            if s.retainsBodies {
+                s.requests.append(request)
+            } else {
+                var light = request
+                light.rawBody = []
+                light.body = []
+                light.events = nil
+                s.requests.append(light)
+            }
             var ready: [CheckedContinuation<Void, Never>] = []
             s.watchers.removeAll { w in
                 guard s.requests.count >= w.count else { return false }
