@@ -312,7 +312,8 @@ func occurrences(of key: String, in bytes: [UInt8]) -> Int {
                 holder.withLock { $0 = beacon }
                 beacon.track("E")
             }
-            #expect(closed.wait(timeout: .now() + 10) == .success)
+            let result = try await offPool { closed.wait(timeout: .now() + 10) }
+            #expect(result == .success)
             // The tracker closed itself on its writer thread: the lock is released.
             var released = false
             for _ in 0..<1000 where !released {
