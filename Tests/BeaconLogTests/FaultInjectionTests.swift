@@ -129,6 +129,8 @@ import Testing
             let full = run.errors.filter { $0.code == .diskFull }
             #expect(!full.isEmpty, "no disk-full error with \(budget) bytes left")
             #expect(full.allSatisfy { $0.keptSeqs != nil && $0.errno == ENOSPC })
+            // The error names the file and says what to do.
+            #expect(full.allSatisfy { $0.path?.hasSuffix(".jsonl") == true && $0.message.contains("free space") && $0.message.contains("do not append it again") }, "\(full.first.map(\.description) ?? "")")
             // Nothing partial on disk while the disk is full.
             let lines = try rawLines(segmentPath(dir, 0))
             #expect(try fileSize(segmentPath(dir, 0)) == UInt64(lines.last?.range.upperBound ?? 0))
@@ -206,6 +208,7 @@ import Testing
             fs.inject(.sync, errno: EIO, path: ".jsonl")
             drive(log, count: 200, start: 30, ackEvery: 25, syncEvery: 10, run: &run)
             #expect(run.failed != nil, "the log kept going although no fsync succeeds")
+            #expect(run.failed?.code == .failed && run.failed?.message.contains("reopen") == true, "\(run.failed?.description ?? "")")
             #expect(run.failed?.errno == EIO || run.failed?.message.contains("fsync") == true)
             fs.clearFaults()
             try? log.close()

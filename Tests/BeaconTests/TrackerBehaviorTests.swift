@@ -14,7 +14,7 @@ func occurrences(of key: String, in bytes: [UInt8]) -> Int {
 
 @Suite struct TrackerBehaviorTests {
     @Test func precedenceCallerOverDynamicOverSuperOverPresets() async throws {
-        try await withTrackerDirectory { dir in
+        try await withTrackerDirectoryOffPool { dir in
             var config = Beacon.Configuration.testing(dir)
             config.appVersion = "preset"
             let beacon = try Beacon(configuration: config)
@@ -50,22 +50,22 @@ func occurrences(of key: String, in bytes: [UInt8]) -> Int {
             for bytes in raw {
                 for key in ["a", "b", "$app_version", "$os", "$lib", "$model"] { #expect(occurrences(of: key, in: bytes) <= 1, "\(key)") }
             }
-            await beacon.close()
+            beacon.closeNow()
         }
     }
 
     @Test func invalidSuperPropertiesAreRefusedOneByOne() async throws {
-        try await withTrackerDirectory { dir in
+        try await withTrackerDirectoryOffPool { dir in
             let beacon = try Beacon(configuration: .testing(dir))
             beacon.register(superProperties: ["ok": 1, "bad key": 2, "nan": .double(.nan)])
             #expect(beacon.superProperties == ["ok": 1])
             #expect(beacon.stats.invalid == 2)
-            await beacon.close()
+            beacon.closeNow()
         }
     }
 
     @Test func timersWithAManualClock() async throws {
-        try await withTrackerDirectory { dir in
+        try await withTrackerDirectoryOffPool { dir in
             var config = Beacon.Configuration.testing(dir)
             let clock = TestClock()
             let wall = TestWallClock()
@@ -132,12 +132,12 @@ func occurrences(of key: String, in bytes: [UInt8]) -> Int {
             #expect(duration(6) == "52001.000")   // counts only from resumeAll: 2 s + 50 s + 1 ms
             #expect(duration(7) == nil)
             #expect(records.allSatisfy { $0["time"] as? Int == 1_600_000_000_000 })
-            await beacon.close()
+            beacon.closeNow()
         }
     }
 
     @Test func lifecycleEventsCarryTheUptime() async throws {
-        try await withTrackerDirectory { dir in
+        try await withTrackerDirectoryOffPool { dir in
             var config = Beacon.Configuration.testing(dir)
             config.lifecycleEvents = true
             let clock = TestClock()
@@ -145,7 +145,7 @@ func occurrences(of key: String, in bytes: [UInt8]) -> Int {
             let beacon = try Beacon(configuration: config)
             beacon.track("Work")
             clock.advance(by: .milliseconds(42_500))
-            await beacon.close()
+            beacon.closeNow()
             let raw = try readEvents(dir).map { String(decoding: $0, as: UTF8.self) }
             let records = try readObjects(dir)
             #expect(records.map { $0["event"] as? String } == ["$AppStart", "Work", "$AppEnd"])
@@ -155,7 +155,7 @@ func occurrences(of key: String, in bytes: [UInt8]) -> Int {
     }
 
     @Test func identityPersistsAcrossReopenAndLoginLogoutIdentify() async throws {
-        try await withTrackerDirectory { dir in
+        try await withTrackerDirectoryOffPool { dir in
             let anonymous: String
             do {
                 let beacon = try Beacon(configuration: .testing(dir))
@@ -166,7 +166,7 @@ func occurrences(of key: String, in bytes: [UInt8]) -> Int {
                 #expect(beacon.distinctId == "user-42")
                 beacon.track("During")
                 beacon.track("Other", distinctId: "user-7")
-                await beacon.close()
+                beacon.closeNow()
             }
             let attributes = try FileManager.default.attributesOfItem(atPath: dir + "/identity.json")
             #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o600)
@@ -183,13 +183,13 @@ func occurrences(of key: String, in bytes: [UInt8]) -> Int {
                 beacon.login("")                                  // refused: empty
                 beacon.track("Identified")
                 #expect(beacon.stats.invalidByRule["invalidIdentity"] == 1)
-                await beacon.close()
+                beacon.closeNow()
             }
             do {
                 let beacon = try Beacon(configuration: .testing(dir))
                 #expect(beacon.anonymousId == "device-1")
                 #expect(beacon.loginId == nil)
-                await beacon.close()
+                beacon.closeNow()
             }
             let records = try readObjects(dir)
             let ids = records.map { [$0["event"] as? String, $0["distinct_id"] as? String, $0["anonymous_id"] as? String, $0["login_id"] as? String] }
@@ -205,7 +205,7 @@ func occurrences(of key: String, in bytes: [UInt8]) -> Int {
     }
 
     @Test func aDamagedIdentityFileIsReplacedAndReported() async throws {
-        try await withTrackerDirectory { dir in
+        try await withTrackerDirectoryOffPool { dir in
             try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
             try Data("not json".utf8).write(to: URL(fileURLWithPath: dir + "/identity.json"))
             let diagnostics = DiagnosticsCollector()
@@ -213,15 +213,15 @@ func occurrences(of key: String, in bytes: [UInt8]) -> Int {
             #expect(!beacon.anonymousId.isEmpty)
             #expect(diagnostics.all.contains { $0.kind == .storage && $0.message.contains("identity.json") })
             let anonymous = beacon.anonymousId
-            await beacon.close()
+            beacon.closeNow()
             let again = try Beacon(configuration: .testing(dir))
             #expect(again.anonymousId == anonymous)
-            await again.close()
+            again.closeNow()
         }
     }
 
     @Test func profileRecords() async throws {
-        try await withTrackerDirectory { dir in
+        try await withTrackerDirectoryOffPool { dir in
             let beacon = try Beacon(configuration: .testing(dir))
             beacon.login("u1")
             beacon.profileSet(["name": "Ada", "age": 36])
@@ -245,7 +245,7 @@ func occurrences(of key: String, in bytes: [UInt8]) -> Int {
             #expect(properties[6].isEmpty)
             #expect(records.allSatisfy { $0["login_id"] as? String == "u1" })
             #expect(beacon.stats.invalidByRule["notANumber"] == 1)
-            await beacon.close()
+            beacon.closeNow()
         }
     }
 
@@ -254,7 +254,7 @@ func occurrences(of key: String, in bytes: [UInt8]) -> Int {
             let diagnostics = DiagnosticsCollector()
             let beacon = try Beacon(configuration: .testing(dir, diagnostics: diagnostics))
             beacon.track("Kept")
-            await beacon.close()
+            await beacon.close()      // the async close, twice: the second does nothing
             await beacon.close()
             beacon.track("Late")
             #expect(beacon.stats.dropped == ["closed": 1])
@@ -263,21 +263,21 @@ func occurrences(of key: String, in bytes: [UInt8]) -> Int {
             #expect(beacon.stats.pending == 0)
             #expect(diagnostics.all.contains { $0.kind == .dropped && $0.message.contains("Late") })
             #expect(try readObjects(dir).map { $0["event"] as? String } == ["Kept"])
-            #expect(BeaconLog.lockHolder(.writer, directory: dir) == nil)
+            #expect(writerLockIsReleased(dir))
         }
     }
 
     @Test func oneTrackerPerDirectory() async throws {
-        try await withTrackerDirectory { dir in
+        try await withTrackerDirectoryOffPool { dir in
             let beacon = try Beacon(configuration: .testing(dir))
             let error = #expect(throws: BeaconLogError.self) { try Beacon(configuration: .testing(dir)) }
             #expect(error?.code == .locked)
-            await beacon.close()
+            beacon.closeNow()
         }
     }
 
     @Test func theWriterReportsEachCommitToTheAppendHook() async throws {
-        try await withTrackerDirectory { dir in
+        try await withTrackerDirectoryOffPool { dir in
             let beacon = try Beacon(configuration: .testing(dir))
             let seen = Mutex<[UInt64]>([])
             beacon.setOnAppended { pending in seen.withLock { $0.append(pending) } }
@@ -287,7 +287,7 @@ func occurrences(of key: String, in bytes: [UInt8]) -> Int {
             #expect(!reports.isEmpty)
             #expect(reports == reports.sorted())          // nothing is acknowledged: pending only grows
             #expect(reports.last == 50)
-            await beacon.close()
+            beacon.closeNow()
         }
     }
 
@@ -312,13 +312,10 @@ func occurrences(of key: String, in bytes: [UInt8]) -> Int {
                 holder.withLock { $0 = beacon }
                 beacon.track("E")
             }
-            #expect(closed.wait(timeout: .now() + 10) == .success)
+            let result = try await offPool { closed.wait(timeout: .now() + 10) }
+            #expect(result == .success)
             // The tracker closed itself on its writer thread: the lock is released.
-            var released = false
-            for _ in 0..<1000 where !released {
-                released = BeaconLog.lockHolder(.writer, directory: dir) == nil
-                if !released { usleep(2000) }
-            }
+            let released = try await offPool { writerLockIsReleased(dir) }
             #expect(released)
         }
     }
@@ -330,7 +327,7 @@ func occurrences(of key: String, in bytes: [UInt8]) -> Int {
     }
 
     @Test func recordsTheLogRefusesAreCountedByReason() async throws {
-        try await withTrackerDirectory { dir in
+        try await withTrackerDirectoryOffPool { dir in
             var config = Beacon.Configuration.testing(dir)
             config.segmentBytes = 4096
             config.maxBytes = 8192
@@ -349,12 +346,12 @@ func occurrences(of key: String, in bytes: [UInt8]) -> Int {
             #expect(stats.durable + quota == 200)
             #expect(stats.lastError?.contains("quota") == true)
             #expect(diagnostics.all.contains { $0.kind == .dropped && $0.message.contains("quota") })
-            await beacon.close()
+            beacon.closeNow()
         }
     }
 
     @Test func anInvalidDynamicSuperPropertyRefusesTheEvent() async throws {
-        try await withTrackerDirectory { dir in
+        try await withTrackerDirectoryOffPool { dir in
             let beacon = try Beacon(configuration: .testing(dir))
             let flip = Mutex(false)
             beacon.registerDynamicSuperProperties { flip.withLock { $0 } ? ["bad key": 1] : ["good": 1] }
@@ -365,31 +362,31 @@ func occurrences(of key: String, in bytes: [UInt8]) -> Int {
             #expect(records.map { $0["event"] as? String } == ["A"])
             #expect((records.first?["properties"] as? [String: Any])?["good"] as? Int == 1)
             #expect(beacon.stats.invalidByRule["identifier"] == 1)
-            await beacon.close()
+            beacon.closeNow()
         }
     }
 
     @Test func aTrackerThatIsNotClosedClosesWhenReleased() async throws {
-        try await withTrackerDirectory { dir in
+        try await withTrackerDirectoryOffPool { dir in
             var config = Beacon.Configuration.testing(dir)
             config.lifecycleEvents = true
             do {
                 let beacon = try Beacon(configuration: config)
                 beacon.track("Work")
             }
-            #expect(BeaconLog.lockHolder(.writer, directory: dir) == nil)
+            #expect(writerLockIsReleased(dir))
             #expect(try readObjects(dir).map { $0["event"] as? String } == ["$AppStart", "Work", "$AppEnd"])
         }
     }
 
     @Test func trackIdsAreUniqueByDefault() async throws {
-        try await withTrackerDirectory { dir in
+        try await withTrackerDirectoryOffPool { dir in
             let beacon = try Beacon(configuration: .testing(dir))
             for i in 0..<2000 { beacon.track("E", properties: ["i": .int(i)]) }
             let ids = try events(of: beacon).compactMap { ($0["_track_id"] as? NSNumber)?.uint64Value }
             #expect(ids.count == 2000)
             #expect(Set(ids).count == 2000)
-            await beacon.close()
+            beacon.closeNow()
         }
     }
 }

@@ -101,7 +101,7 @@ func expectSame(_ parsed: Any?, _ value: PropertyValue, key: String) {
     /// Random property dictionaries: every record parses with Foundation's JSON parser to exactly
     /// the values tracked, and no byte below 0x20 (so no raw newline) is ever written.
     @Test func randomPropertiesRoundTripThroughFoundationsParser() async throws {
-        try await withTrackerDirectory { dir in
+        try await withTrackerDirectoryOffPool { dir in
             let beacon = try Beacon(configuration: .testing(dir))
             var rng = SplitMix(state: 0x5EED)
             var tracked: [[String: PropertyValue]] = []
@@ -133,13 +133,13 @@ func expectSame(_ parsed: Any?, _ value: PropertyValue, key: String) {
                 }
             }
             #expect(beacon.stats.invalid == 0)
-            await beacon.close()
+            beacon.closeNow()
         }
     }
 
     /// Records larger than the encoder's stack buffer move to the heap, at every size around it.
     @Test func recordsGrowPastTheStackBuffer() async throws {
-        try await withTrackerDirectory { dir in
+        try await withTrackerDirectoryOffPool { dir in
             let beacon = try Beacon(configuration: .testing(dir))
             var expected: [[String: PropertyValue]] = []
             for size in stride(from: 600, through: 3000, by: 7) {
@@ -156,7 +156,7 @@ func expectSame(_ parsed: Any?, _ value: PropertyValue, key: String) {
                 let parsed = try #require(object["properties"] as? [String: Any])
                 for (key, value) in properties { expectSame(parsed[key], value, key: key) }
             }
-            await beacon.close()
+            beacon.closeNow()
         }
     }
 

@@ -10,6 +10,35 @@ func withTrackerDirectory<T>(_ body: (String) async throws -> T) async rethrows 
     return try await body(path)
 }
 
+/// Runs `body` on a thread of its own and waits for it without blocking the concurrency pool.
+///
+/// Tests that block (fsync waits, `DispatchGroup.wait`, child processes, producer threads) run
+/// their body here: on a 2-core machine the cooperative pool has two threads, and blocking them
+/// would stall every other async test running in parallel (delivery's timing tests among them).
+func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread { continuation.resume(with: Result { try body() }) }.start()
+    }
+}
+
+/// A temporary directory for a blocking test body run by ``offPool(_:)``; removed afterwards.
+func withTrackerDirectoryOffPool(_ body: @escaping @Sendable (String) throws -> Void) async throws {
+    let path = FileManager.default.temporaryDirectory.appendingPathComponent("beacon-tracker-\(UUID().uuidString)").path
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    try await offPool { try body(path) }
+}
+
+/// True once nobody holds `directory`'s writer lock, polling for up to 2 s: while another test
+/// thread spawns a child process, the child holds copies of our descriptors until its `exec`
+/// (O_CLOEXEC), so a lock released a moment ago can look held for that long.
+func writerLockIsReleased(_ directory: String) -> Bool {
+    for _ in 0..<200 {
+        if BeaconLog.lockHolder(.writer, directory: directory) == nil { return true }
+        usleep(10_000)
+    }
+    return false
+}
+
 /// A monotonic clock the test advances by hand.
 final class TestClock: Clock, Sendable {
     struct Instant: InstantProtocol {

@@ -5,7 +5,7 @@ import Testing
 
 @Suite struct TrackerTests {
     @Test func recordShapeAndPresets() async throws {
-        try await withTrackerDirectory { dir in
+        try await withTrackerDirectoryOffPool { dir in
             var config = Beacon.Configuration.testing(dir)
             config.appVersion = "2.3.1"
             let wall = TestWallClock()
@@ -37,7 +37,7 @@ import Testing
             #expect((properties["$os_version"] as? String)?.isEmpty == false)
             #expect((properties["$model"] as? String)?.isEmpty == false)
             #expect(properties["$app_version"] as? String == "2.3.1")
-            await beacon.close()
+            beacon.closeNow()
         }
     }
 }

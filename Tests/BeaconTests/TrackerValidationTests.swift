@@ -68,7 +68,7 @@ let validationCases: [ValidationCase] = [
 @Suite struct TrackerValidationTests {
     @Test(arguments: validationCases)
     func validationTable(_ c: ValidationCase) async throws {
-        try await withTrackerDirectory { dir in
+        try await withTrackerDirectoryOffPool { dir in
             let diagnostics = DiagnosticsCollector()
             let beacon = try Beacon(configuration: .testing(dir, diagnostics: diagnostics))
             if let rule = c.rule {
@@ -101,7 +101,7 @@ let validationCases: [ValidationCase] = [
                 #expect(stats.tracked == 1)
                 #expect(diagnostics.all.isEmpty)
             }
-            await beacon.close()
+            beacon.closeNow()
         }
     }
 
@@ -123,7 +123,7 @@ let validationCases: [ValidationCase] = [
     }
 
     @Test func anInvalidEventLosesNothingElse() async throws {
-        try await withTrackerDirectory { dir in
+        try await withTrackerDirectoryOffPool { dir in
             let beacon = try Beacon(configuration: .testing(dir))
             beacon.track("A", properties: ["n": 1])
             beacon.track("B", properties: ["n": .double(.nan)])
@@ -131,12 +131,12 @@ let validationCases: [ValidationCase] = [
             let names = try events(of: beacon).map { $0["event"] as? String }
             #expect(names == ["A", "C"])
             #expect(beacon.stats.invalid == 1)
-            await beacon.close()
+            beacon.closeNow()
         }
     }
 
     @Test func recordsLargerThanTheLogAcceptsAreRefusedNotDropped() async throws {
-        try await withTrackerDirectory { dir in
+        try await withTrackerDirectoryOffPool { dir in
             var config = Beacon.Configuration.testing(dir)
             config.maxRecordBytes = 4096
             let beacon = try Beacon(configuration: config)
@@ -147,7 +147,7 @@ let validationCases: [ValidationCase] = [
             #expect(try events(of: beacon).map { $0["event"] as? String } == ["Small"])
             #expect(beacon.stats.invalidByRule["recordTooLarge"] == 1)
             #expect(beacon.stats.droppedTotal == 0)
-            await beacon.close()
+            beacon.closeNow()
         }
     }
 }
