@@ -263,7 +263,7 @@ func occurrences(of key: String, in bytes: [UInt8]) -> Int {
             #expect(beacon.stats.pending == 0)
             #expect(diagnostics.all.contains { $0.kind == .dropped && $0.message.contains("Late") })
             #expect(try readObjects(dir).map { $0["event"] as? String } == ["Kept"])
-            #expect(BeaconLog.lockHolder(.writer, directory: dir) == nil)
+            #expect(writerLockIsReleased(dir))
         }
     }
 
@@ -315,11 +315,7 @@ func occurrences(of key: String, in bytes: [UInt8]) -> Int {
             let result = try await offPool { closed.wait(timeout: .now() + 10) }
             #expect(result == .success)
             // The tracker closed itself on its writer thread: the lock is released.
-            var released = false
-            for _ in 0..<1000 where !released {
-                released = BeaconLog.lockHolder(.writer, directory: dir) == nil
-                if !released { usleep(2000) }
-            }
+            let released = try await offPool { writerLockIsReleased(dir) }
             #expect(released)
         }
     }
@@ -378,7 +374,7 @@ func occurrences(of key: String, in bytes: [UInt8]) -> Int {
                 let beacon = try Beacon(configuration: config)
                 beacon.track("Work")
             }
-            #expect(BeaconLog.lockHolder(.writer, directory: dir) == nil)
+            #expect(writerLockIsReleased(dir))
             #expect(try readObjects(dir).map { $0["event"] as? String } == ["$AppStart", "Work", "$AppEnd"])
         }
     }

@@ -28,6 +28,17 @@ func withTrackerDirectoryOffPool(_ body: @escaping @Sendable (String) throws -> 
     try await offPool { try body(path) }
 }
 
+/// True once nobody holds `directory`'s writer lock, polling for up to 2 s: while another test
+/// thread spawns a child process, the child holds copies of our descriptors until its `exec`
+/// (O_CLOEXEC), so a lock released a moment ago can look held for that long.
+func writerLockIsReleased(_ directory: String) -> Bool {
+    for _ in 0..<200 {
+        if BeaconLog.lockHolder(.writer, directory: directory) == nil { return true }
+        usleep(10_000)
+    }
+    return false
+}
+
 /// A monotonic clock the test advances by hand.
 final class TestClock: Clock, Sendable {
     struct Instant: InstantProtocol {
