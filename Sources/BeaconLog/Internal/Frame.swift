@@ -1,10 +1,14 @@
+import Glibc
+
 /// The framing of one record: `{"seq":N,"crc":C,"event":<record>}\n` (DESIGN §2).
 ///
 /// The key order is fixed so that a reader finds the event bytes without a JSON parser.
 package enum Frame {
-    static let seqPrefix: [UInt8] = Array(#"{"seq":"#.utf8)
-    static let crcPrefix: [UInt8] = Array(#","crc":"#.utf8)
-    static let eventPrefix: [UInt8] = Array(#","event":"#.utf8)
+    // Constants as StaticString and tuples: statically initialised, so the hot paths pay no
+    // `swift_once` check (arrays in statics are lazily allocated and checked on every access).
+    static let seqPrefix: StaticString = #"{"seq":"#
+    static let crcPrefix: StaticString = #","crc":"#
+    static let eventPrefix: StaticString = #","event":"#
     static let newline: UInt8 = 0x0A
 
     /// The framing bytes a record of `count` bytes takes on disk at most (without its digits' exact count).
@@ -16,27 +20,49 @@ package enum Frame {
         25 + digits(seq) + digits(UInt64(crc)) + count  // {"seq": ,"crc": ,"event": }\n
     }
 
-    /// Powers of ten, for counting digits without dividing.
-    static let powersOfTen: [UInt64] = (0..<20).map { k in (0..<k).reduce(UInt64(1)) { p, _ in p * 10 } }
+    /// 10^k for k in 0...19, for counting digits without dividing (a switch the compiler turns
+    /// into a constant lookup table).
+    @inline(__always)
+    static func powerOfTen(_ k: Int) -> UInt64 {
+        switch k {
+        case 0: 1
+        case 1: 10
+        case 2: 100
+        case 3: 1_000
+        case 4: 10_000
+        case 5: 100_000
+        case 6: 1_000_000
+        case 7: 10_000_000
+        case 8: 100_000_000
+        case 9: 1_000_000_000
+        case 10: 10_000_000_000
+        case 11: 100_000_000_000
+        case 12: 1_000_000_000_000
+        case 13: 10_000_000_000_000
+        case 14: 100_000_000_000_000
+        case 15: 1_000_000_000_000_000
+        case 16: 10_000_000_000_000_000
+        case 17: 100_000_000_000_000_000
+        case 18: 1_000_000_000_000_000_000
+        default: 10_000_000_000_000_000_000
+        }
+    }
 
     /// The number of decimal digits of `value`: from its bit length, corrected by one comparison.
     @inline(__always)
     static func digits(_ value: UInt64) -> Int {
         let bits = 64 - (value | 1).leadingZeroBitCount
-        let guess = (bits * 1233) >> 12  // ≈ bits × log10(2)
+        let guess = (bits * 1233) >> 12  // ≈ bits × log10(2), at most 19
         if value == 0 { return 1 }
-        return powersOfTen.withUnsafeBufferPointer { value >= $0[guess] ? guess + 1 : guess }
+        return value >= powerOfTen(guess) ? guess + 1 : guess
     }
 
     /// "00" … "99": two digits per division when writing numbers.
-    static let digitPairs: [UInt8] = {
-        var pairs: [UInt8] = []
-        for n in 0..<100 {
-            pairs.append(UInt8(0x30 + n / 10))
-            pairs.append(UInt8(0x30 + n % 10))
-        }
-        return pairs
-    }()
+    static let digitPairs: StaticString = """
+        00010203040506070809101112131415161718192021222324252627282930313233343536373839\
+        40414243444546474849505152535455565758596061626364656667686970717273747576777879\
+        8081828384858687888990919293949596979899
+        """
 
     /// Writes the frame of `record` (whose CRC-32C is `crc`) with sequence number `seq` at `p`,
     /// which has room for `length(seq:crc:count:)` bytes; `seqDigits` and `crcDigits` are the
@@ -47,7 +73,8 @@ package enum Frame {
     @inline(__always)
     static func write(seq: UInt64, crc: UInt32, seqDigits: Int, crcDigits: Int, record: UnsafeRawBufferPointer, to p: UnsafeMutableRawPointer) {
         let h = p.assumingMemoryBound(to: UInt8.self)
-        digitPairs.withUnsafeBufferPointer { pairs in
+        do {
+            let pairs = digitPairs.utf8Start
             @inline(__always) func putDecimal(_ value: UInt64, digits n: Int, at start: Int) {
                 var v = value
                 var k = start + n
@@ -112,12 +139,11 @@ package enum Frame {
     package static func parse(_ buffer: UnsafeRawBufferPointer, line: Range<Int>) -> Parsed {
         var i = line.lowerBound
         let end = line.upperBound
-        func expect(_ literal: [UInt8]) -> Bool {
-            guard end - i >= literal.count else { return false }
-            for b in literal {
-                if buffer[i] != b { return false }
-                i += 1
-            }
+        func expect(_ literal: StaticString) -> Bool {
+            let count = literal.utf8CodeUnitCount
+            guard end - i >= count else { return false }
+            guard memcmp(buffer.baseAddress! + i, literal.utf8Start, count) == 0 else { return false }
+            i += count
             return true
         }
         func number(max digits: Int) -> UInt64? {
