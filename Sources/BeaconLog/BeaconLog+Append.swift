@@ -501,6 +501,7 @@ extension BeaconLog {
                 // Forget it before unlinking, so a reader never looks for a file that is gone.
                 state.withLock { s in
                     s.segments.removeAll { $0.number == oldest.number }
+                    s.droppedBefore = max(s.droppedBefore, firstSeqOfNext)
                     if dropped > 0 {
                         s.stats.dropped["quota", default: 0] += dropped
                         countersChanged(&s)

@@ -119,7 +119,8 @@ public final class BeaconLog: Sendable {
             stats.segments = s.segments.count
             stats.diskBytes = s.diskBytes
             stats.nextSeq = s.nextSeq
-            stats.pendingRecords = s.nextSeq > s.checkpoint.seq ? s.nextSeq - s.checkpoint.seq : 0
+            let pendingFrom = max(s.checkpoint.seq, s.droppedBefore)
+            stats.pendingRecords = s.nextSeq > pendingFrom ? s.nextSeq - pendingFrom : 0
             var pendingBytes: UInt64 = UInt64(s.bufferedBytes)
             for segment in s.segments where segment.number >= s.checkpoint.segment {
                 pendingBytes += segment.number == s.checkpoint.segment ? segment.size - min(segment.size, s.checkpoint.offset) : segment.size

@@ -266,6 +266,7 @@ import Testing
             let first = try #require(try reader.read(maxRecords: 1).firstSeq)
             #expect(first > 0)
             #expect(writer.stats.dropped["quota"] == first)
+            #expect(writer.stats.pendingRecords == 400 - first)
             // The reader takes everything; the next drops hold only records appended after that.
             var batch = try reader.read(maxRecords: 10_000)
             #expect(batch.lastSeq == 399)

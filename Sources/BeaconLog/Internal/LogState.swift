@@ -40,6 +40,9 @@ struct State: Sendable {
     /// The furthest batch end `read` returned: without the writer's state, a reader acknowledges
     /// no further than what it has read.
     var readEnd: LogPosition?
+    /// The first seq a quota drop left on disk: records before it are gone even when another
+    /// process owns the checkpoint (a `.write` instance cannot move it).
+    var droppedBefore: UInt64 = 0
     var flushScheduled = false
     /// The furthest position at which a corrupt record was counted, so re-reading does not count it twice.
     var corruptCountedThrough: LogPosition?
