@@ -138,25 +138,19 @@ final class FaultyFileSystem: FileSystem, Sendable {
     }
 
     func write(_ file: LogFile, _ bytes: UnsafeRawBufferPointer) throws {
-        var limit = bytes.count
-        var error: Int32?
-        if let f = check(.write, file.path, bytes: bytes.count) {
-            error = f.errno
-            limit = min(limit, f.afterBytes ?? 0)
-        }
-        let fits = takeSpace(limit)
-        if fits < limit {
-            error = ENOSPC
-            markLastFailed()
-        }
-        if fits > 0 { try base.write(file, UnsafeRawBufferPointer(rebasing: bytes[0..<fits])) }
-        if let error { throw fail(error, file.path, "write") }
+        try faultyWrite(.write, file, bytes) { try base.write(file, $0) }
     }
 
     func write(_ file: LogFile, _ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws {
+        try faultyWrite(.pwrite, file, bytes) { try base.write(file, $0, at: offset) }
+    }
+
+    /// A write that may fail (an injected fault) or be cut short (the space budget runs out):
+    /// the bytes that fit are written through `write`, then the error is thrown.
+    private func faultyWrite(_ operation: Operation, _ file: LogFile, _ bytes: UnsafeRawBufferPointer, _ write: (UnsafeRawBufferPointer) throws -> Void) throws {
         var limit = bytes.count
         var error: Int32?
-        if let f = check(.pwrite, file.path, bytes: bytes.count) {
+        if let f = check(operation, file.path, bytes: bytes.count) {
             error = f.errno
             limit = min(limit, f.afterBytes ?? 0)
         }
@@ -165,8 +159,8 @@ final class FaultyFileSystem: FileSystem, Sendable {
             error = ENOSPC
             markLastFailed()
         }
-        if fits > 0 { try base.write(file, UnsafeRawBufferPointer(rebasing: bytes[0..<fits]), at: offset) }
-        if let error { throw fail(error, file.path, "pwrite") }
+        if fits > 0 { try write(UnsafeRawBufferPointer(rebasing: bytes[0..<fits])) }
+        if let error { throw fail(error, file.path, operation.rawValue) }
     }
 
     func read(_ file: LogFile, into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws -> Int {

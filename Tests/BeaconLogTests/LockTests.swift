@@ -125,10 +125,7 @@ import Testing
     @Test(arguments: [0, 3])
     func readerDeletesEverySegmentItAcknowledged(segmentsBeforeReaderOpens: Int) throws {
         try withTemporaryDirectory { dir in
-            var writerConfig = smallConfig(dir, durability: .everyRecord)
-            writerConfig.access = .write
-            var readerConfig = smallConfig(dir)
-            readerConfig.access = .read
+            let (writerConfig, readerConfig) = sidecarConfigs(dir)
             let writer = try BeaconLog(configuration: writerConfig)
             var i = 0
             while try segmentNumbers(dir).count < segmentsBeforeReaderOpens {

@@ -223,10 +223,7 @@ import Testing
     /// beyond the data on disk: accepting it would pass over every record appended up to there.
     @Test func readerRefusesToAcknowledgeBeyondTheData() throws {
         try withTemporaryDirectory { dir in
-            var writerConfig = smallConfig(dir, durability: .everyRecord)
-            writerConfig.access = .write
-            var readerConfig = smallConfig(dir)
-            readerConfig.access = .read
+            let (writerConfig, readerConfig) = sidecarConfigs(dir)
             let writer = try BeaconLog(configuration: writerConfig)
             let reader = try BeaconLog(configuration: readerConfig)
             for i in 0..<10 { try writer.append(numbered(i)) }

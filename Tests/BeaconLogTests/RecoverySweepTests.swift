@@ -43,19 +43,7 @@ struct LogSnapshot {
 
     /// The lines of a segment in the snapshot.
     func lines(ofSegment number: UInt64) -> [RawLine] {
-        let bytes = files[SegmentName.fileName(number)]!
-        var lines: [RawLine] = []
-        bytes.withUnsafeBytes { raw in
-            Recovery.forEachLine(raw) { range, parsed in
-                var line = RawLine(range: range.lowerBound..<(range.upperBound + 1))
-                if case .record(let seq, let event) = parsed {
-                    line.seq = seq
-                    line.event = Array(bytes[event])
-                }
-                lines.append(line)
-            }
-        }
-        return lines
+        rawLines(of: files[SegmentName.fileName(number)]!)
     }
 }
 

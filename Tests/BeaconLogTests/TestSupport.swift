@@ -23,6 +23,16 @@ func smallConfig(_ dir: String, durability: BeaconLog.Durability = .none, segmen
     return c
 }
 
+/// Configurations for a `.write` instance appending with `.everyRecord` and a `.read` instance
+/// on the same directory: a service and its sidecar.
+func sidecarConfigs(_ dir: String) -> (writer: BeaconLog.Configuration, reader: BeaconLog.Configuration) {
+    var writer = smallConfig(dir, durability: .everyRecord)
+    writer.access = .write
+    var reader = smallConfig(dir)
+    reader.access = .read
+    return (writer, reader)
+}
+
 /// The numbers of the segment files in `dir`, ascending.
 func segmentNumbers(_ dir: String) throws -> [UInt64] {
     try FileManager.default.contentsOfDirectory(atPath: dir).compactMap(SegmentName.parse).sorted()
@@ -55,7 +65,11 @@ struct RawLine {
 
 /// The complete lines of a segment file (a trailing incomplete line is not included), each parsed.
 func rawLines(_ path: String) throws -> [RawLine] {
-    let bytes = try fileBytes(path)
+    rawLines(of: try fileBytes(path))
+}
+
+/// The complete lines of a segment's bytes, each parsed.
+func rawLines(of bytes: [UInt8]) -> [RawLine] {
     var lines: [RawLine] = []
     bytes.withUnsafeBytes { raw in
         Recovery.forEachLine(raw) { range, parsed in
