@@ -213,7 +213,7 @@ struct DeliveryCollectorTests {
         await #expect(throws: TransportError.self) {
             _ = try await transport.send(TransportRequest(url: collector.url, body: Array("[]".utf8), timeout: .milliseconds(200)))
         }
-        #expect(began.duration(to: clock.now) < .seconds(3), "without its own timer the request would wait for ever")
+        #expect(began.duration(to: clock.now) < .seconds(20), "without its own timer the request would wait for ever (a generous bound: the machine may be loaded)")
     }
 
     @Test("the collector reads chunked and Content-Length bodies on one kept-alive connection")

@@ -136,24 +136,26 @@ final class Once<T: Sendable>: Sendable {
         set { cleanup.withLock { $0 = newValue } }
     }
 
+    // The continuation is taken out under the lock and resumed outside it: resuming can run task
+    // machinery that takes the task's status lock, while a cancellation holding that lock calls
+    // back into `resume` (a lock-order deadlock seen in the full test suite).
     func resume(returning value: T) {
-        let resumed = continuation.withLock { c -> Bool in
-            guard let pending = c else { return false }
-            c = nil
-            pending.resume(returning: value)
-            return true
-        }
-        if resumed { finish() }
+        guard let pending = take() else { return }
+        pending.resume(returning: value)
+        finish()
     }
 
     func resume(throwing error: any Error) {
-        let resumed = continuation.withLock { c -> Bool in
-            guard let pending = c else { return false }
-            c = nil
-            pending.resume(throwing: error)
-            return true
+        guard let pending = take() else { return }
+        pending.resume(throwing: error)
+        finish()
+    }
+
+    private func take() -> CheckedContinuation<T, any Error>? {
+        continuation.withLock { c in
+            defer { c = nil }
+            return c
         }
-        if resumed { finish() }
     }
 
     private func finish() {
