@@ -613,10 +613,13 @@ final class ResumeOnce<T: Sendable>: Sendable {
         self.continuation = Mutex(continuation)
     }
 
+    /// Resumes outside the lock (see `Once` in HTTPTransport.swift: resuming under it can deadlock
+    /// against a task cancellation that calls back here).
     func resume(_ value: T) {
-        continuation.withLock { c in
-            c?.resume(returning: value)
-            c = nil
+        let pending = continuation.withLock { c in
+            defer { c = nil }
+            return c
         }
+        pending?.resume(returning: value)
     }
 }
