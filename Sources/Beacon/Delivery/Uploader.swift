@@ -64,6 +64,9 @@ public actor Uploader {
     var inflightLoaded = false
     var inflightFromEarlierRun = false
     var savedInflight: InflightFile.Range?
+    /// The highest seq already written to `rejected.jsonl` (expired or refused) by this uploader:
+    /// a batch read again after a failed send must not set the same events aside twice.
+    var setAsideThrough: UInt64?
     var lastKey: String?
     var lastAttempt = 0
     var lastRequestDuration: Duration = .zero
@@ -211,6 +214,9 @@ public actor Uploader {
         retryTask = nil
         if let running = flushTask {
             if await value(of: running, until: target) == nil {
+                // Cancel the flush itself too: it may be asleep until a Retry-After, or between
+                // drains, where cancelling the drain alone does not reach it.
+                running.cancel()
                 drainTask?.cancel()
                 _ = await running.value
                 return FlushResult(sent: 0, remaining: pendingEvents, outcome: .deadlineReached)
@@ -248,6 +254,13 @@ public actor Uploader {
         let log = self.log
         if log.configuration.access == .readWrite {
             try? await onIO { try log.sync() }
+        }
+        // Shutdown may have begun, or this flush been cancelled, while it slept or synced.
+        if stopped && !shuttingDown {
+            return FlushResult(sent: sentBefore, remaining: pendingEvents, outcome: .deadlineReached)
+        }
+        if Task.isCancelled {
+            return FlushResult(sent: sentBefore, remaining: pendingEvents, outcome: .deadlineReached)
         }
         let task = Task {
             let pass = await self.drain(deadline: target)
@@ -417,6 +430,8 @@ public actor Uploader {
                 expired.append(.init(status: nil, reason: "expired", seq: batch.seqs[i], record: batch.records[i]))
                 return true
             }
+            // Those set aside by an earlier attempt at this batch are already in rejected.jsonl.
+            if let done = setAsideThrough { expired.removeAll { $0.seq <= done } }
             if !expired.isEmpty {
                 let file = rejectedFile, now = nowMillis, entries = expired
                 do {
@@ -425,6 +440,7 @@ public actor Uploader {
                     return (0, .failed(storageFailure(error, doing: "setting aside expired events")))
                 }
                 counters.expiredEvents += UInt64(expired.count)
+                setAsideThrough = max(setAsideThrough ?? 0, expired.map(\.seq).max()!)
             }
         }
         if sendable.isEmpty {
@@ -503,14 +519,18 @@ public actor Uploader {
                     let reason = action == .split ? "too large for the collector (413)" : Self.reason(from: response)
                     let entry = RejectedFile.Entry(status: response.status, reason: reason, seq: seqs[0], record: records[0])
                     let file = rejectedFile, now = nowMillis
+                    let already = setAsideThrough.map { seqs[0] <= $0 } ?? false
                     do {
-                        try await onIO { try file.append([entry], nowMillis: now) }
+                        if !already {
+                            try await onIO { try file.append([entry], nowMillis: now) }
+                            setAsideThrough = max(setAsideThrough ?? 0, seqs[0])
+                            counters.rejectedEvents += 1
+                        }
                         try await onIO { try log.acknowledge(through: end) }
                     } catch {
                         return (sent, .failed(storageFailure(error, doing: "setting aside a refused event")))
                     }
                     ackedThrough = isLast ? batch.count - 1 : lastIndex
-                    counters.rejectedEvents += 1
                     queue.removeFirst()
                 case .retry:
                     let retryAfter = response.header("Retry-After").flatMap { HTTPDate.retryAfter($0, nowMillis: nowMillis) }

@@ -1,0 +1,57 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import Beacon
+import BeaconTesting
+
+/// Found in review; each failed before its fix.
+@Suite struct DeliveryRegressionTests {
+    /// A batch read again after failed sends sets its expired events aside once, not once per attempt.
+    @Test func expiredEventsAreSetAsideOnceAcrossRetries() async throws {
+        let dir = DeliveryTempDir()
+        defer { dir.remove() }
+        let now = Date(timeIntervalSince1970: 1_700_000_000 + 7200)
+        let log = try deliveryLog(dir)
+        for i in 0..<4 { try log.append(deliveryEvent(i)) }
+        for i in 4..<10 { try log.append(deliveryEvent(i, timeBase: 1_700_000_000_000 + 7_000_000)) }
+        let transport = InMemoryTransport(replies: [.status(503), .status(401)])
+        var config = testDelivery(batch: 10)
+        config.maxEventAge = .seconds(3600)
+        let uploader = Uploader(log: log, configuration: config, transport: transport, clock: ManualClock(), now: { now })
+        _ = await uploader.flush()
+        _ = await uploader.flush()
+        let result = await uploader.flush()
+        #expect(result.outcome.isComplete, "\(result)")
+        #expect(dir.rejectedLines.count == 4)
+        #expect(await uploader.stats.expiredEvents == 4)
+    }
+
+    /// A flush without a deadline asleep until a Retry-After must not hold shutdown past its deadline,
+    /// nor send after shutdown began.
+    @Test func shutdownKeepsItsDeadlineWhileAFlushWaitsForRetryAfter() async throws {
+        let dir = DeliveryTempDir()
+        defer { dir.remove() }
+        let log = try deliveryLog(dir, events: 0..<5)
+        let transport = InMemoryTransport(replies: [.status(503, headers: ["Retry-After": "2"])])
+        transport.defaultReply = .hang
+        let uploader = Uploader(log: log, configuration: testDelivery(), transport: transport)
+        _ = await uploader.flush()
+        let pendingFlush = Task { await uploader.flush() }  // no deadline: sleeps until the Retry-After
+        try await Task.sleep(for: .milliseconds(100))
+        let done = Mutex(false)
+        let shutdown = Task {
+            let result = await uploader.shutdown(deadline: .milliseconds(200))
+            done.withLock { $0 = true }
+            return result
+        }
+        let returned = await eventually(8) { done.withLock { $0 } }
+        #expect(returned, "shutdown(deadline: 200 ms) did not return within 8 s")
+        guard returned else {
+            pendingFlush.cancel()  // do not wait on a flush that may never end
+            return
+        }
+        #expect(await shutdown.value.outcome.isComplete == false)
+        #expect(transport.requests.count == 1, "a request was sent after shutdown began")
+        _ = await pendingFlush.value
+    }
+}
