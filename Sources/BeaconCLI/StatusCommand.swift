@@ -57,6 +57,7 @@ struct StatusCommand: Command {
             ("dropped", object(stats.dropped)),
             ("refused", object(stats.refused)),
             ("corrupt_skipped", "\(stats.skippedCorrupt)"),
+            ("corrupt_skipped_by_reason", object(stats.skippedCorruptByReason)),
             ("checkpoint", #"{"segment":\#(checkpoint.segment),"offset":\#(checkpoint.offset),"seq":\#(checkpoint.seq)}"#),
             ("writer_pid", number(writer)),
             ("reader_pid", number(reader)),
@@ -84,7 +85,7 @@ struct StatusCommand: Command {
               segments:      \(stats.segments), \(bytes(stats.diskBytes)) on disk
               dropped:       \(counts(stats.dropped))
               refused:       \(counts(stats.refused))
-              corrupt:       \(stats.skippedCorrupt) records passed over
+              corrupt:       \(counts(stats.skippedCorruptByReason)) records passed over
               writer lock:   \(holder(writer))
               reader lock:   \(holder(reader))
 

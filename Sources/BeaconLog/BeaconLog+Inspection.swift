@@ -69,7 +69,7 @@ extension BeaconLog {
                         }
                         previousSeq = seq
                         badSincePrevious = 0
-                    case .corrupt(let reason):
+                    case .corrupt(let reason, _):
                         problems.append(.init(file: name, offset: UInt64(range.lowerBound), reason: reason))
                         badSincePrevious += 1
                     }

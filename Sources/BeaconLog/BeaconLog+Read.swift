@@ -49,7 +49,7 @@ extension BeaconLog {
                     // tail in a sealed one, whose remaining bytes are then passed over.
                     guard let next = try segment(after: pos.segment) else { break }
                     if let again = try readableLimit(ofSegment: pos.segment, io: &io), again > limit { continue }
-                    skipped += countCorrupt(at: pos)
+                    skipped += countCorrupt(at: pos, reason: "tornTail")
                     moveOn(to: next)
                     continue
                 }
@@ -60,12 +60,12 @@ extension BeaconLog {
                     let next = LogPosition(segment: pos.segment, offset: lineEnd, seq: pos.seq)
                     if let last = lastInSegment, seq != last + 1, try !plausibleJump(to: seq, after: last, next: next, limit: limit, io: &io) {
                         // The CRC covers the event, not its seq: damaged seq digits. Counted, passed over.
-                        skipped += countCorrupt(at: pos)
+                        skipped += countCorrupt(at: pos, reason: "seqDigits")
                         pos.offset = lineEnd
                     } else if lastInSegment == nil, seq != pos.seq, try !seqContinues(from: seq, expected: pos.seq, next: next, limit: limit, io: &io) {
                         // A segment's first record, with a seq other than expected that the records
                         // after it do not continue: its digits were damaged.
-                        skipped += countCorrupt(at: pos)
+                        skipped += countCorrupt(at: pos, reason: "seqDigits")
                         pos.offset = lineEnd
                     } else if seq >= pos.seq {
                         records.append(cache.bytes[event])
@@ -78,8 +78,8 @@ extension BeaconLog {
                         // Already delivered: a copy rewritten at the start of a segment, or before the checkpoint.
                         pos.offset = lineEnd
                     }
-                case .corrupt:
-                    skipped += countCorrupt(at: pos)
+                case .corrupt(_, let reason):
+                    skipped += countCorrupt(at: pos, reason: reason)
                     pos.offset = lineEnd
                 }
             }
@@ -131,11 +131,12 @@ extension BeaconLog {
     }
 
     /// Counts a corrupt record once, however often it is read again.
-    func countCorrupt(at position: LogPosition) -> Int {
+    func countCorrupt(at position: LogPosition, reason: String) -> Int {
         state.withLock { s in
             if let counted = s.corruptCountedThrough, position <= counted { return 1 }
             s.corruptCountedThrough = position
             s.stats.skippedCorrupt += 1
+            s.stats.skippedCorruptByReason[reason, default: 0] += 1
             countersChanged(&s)
             return 1
         }

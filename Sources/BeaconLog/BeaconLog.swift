@@ -88,6 +88,7 @@ public final class BeaconLog: Sendable {
             recovered.state.stats.dropped = counters.dropped
             recovered.state.stats.refused = counters.refused
             recovered.state.stats.skippedCorrupt = counters.skippedCorrupt
+            recovered.state.stats.skippedCorruptByReason = counters.skippedCorruptByReason
             self.state = Mutex(recovered.state)
             self.writerIO = Mutex(WriterIO())
             self.readerIO = Mutex(ReaderIO(generation: recovered.generation, replaceCheckpointFile: recovered.damagedCheckpointSlot))

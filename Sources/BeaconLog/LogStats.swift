@@ -29,6 +29,11 @@ public struct LogStats: Sendable, Equatable {
     /// Corrupt records passed over while reading (bad checksum, broken line, damaged sequence
     /// number), since the directory was created (kept in `reader.counters`).
     public var skippedCorrupt: UInt64 = 0
+    /// `skippedCorrupt` by reason: `"checksum"` (the event's bytes changed), `"malformed"` (not a
+    /// record, or cut short), `"zeros"` (a zero-filled block), `"tornTail"` (an incomplete last line
+    /// of a sealed segment), `"seqDigits"` (a record whose seq digits were damaged). Kept with
+    /// `skippedCorrupt` in `reader.counters`.
+    public var skippedCorruptByReason: [String: UInt64] = [:]
     /// Invalid bytes removed from the tail of the newest segment when the log was opened.
     public var truncatedBytes: UInt64 = 0
     /// What the checkpoint recovery did when the log was opened, if it was not clean (else nil).

@@ -313,3 +313,39 @@ import Testing
         }
     }
 }
+
+@Suite struct CorruptReasonTests {
+    /// Each kind of damage is counted under its reason, and the counts survive a reopen.
+    @Test func skippedRecordsAreCountedByReason() throws {
+        try withTemporaryDirectory { dir in
+            var config = BeaconLog.Configuration(directory: dir)
+            config.segmentBytes = 4096
+            do {
+                let log = try BeaconLog(configuration: config)
+                for i in 0..<20 { try log.append(#"{"n":\#(i),"pad":"xxxxxxxxxx"}"#) }
+                try log.close()
+            }
+            let path = dir + "/" + SegmentName.fileName(0)
+            var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+            let starts = [0] + bytes.indices.filter { bytes[$0] == 0x0A }.map { $0 + 1 }.dropLast()
+            // Record 3: one event byte changed (checksum). Record 7: its frame broken (malformed).
+            // Record 11: zero-filled. Record 15: a seq digit changed (seqDigits).
+            let event3 = bytes[starts[3]...].firstIndex(of: 0x78)!  // an 'x' of the padding
+            bytes[event3] = 0x79
+            bytes[starts[7] + 2] = 0x53  // {"Seq"
+            for k in starts[11]..<(starts[12] - 1) { bytes[k] = 0 }
+            bytes[starts[15] + 8] = bytes[starts[15] + 8] == 0x39 ? 0x38 : bytes[starts[15] + 8] + 1  // "seq":15 -> 16 or 14
+            try Data(bytes).write(to: URL(fileURLWithPath: path))
+            let log = try BeaconLog(configuration: config)
+            let batch = try log.read(maxRecords: 100)
+            #expect(batch.seqs == (0..<20).filter { ![3, 7, 11, 15].contains($0) }.map(UInt64.init))
+            let expected: [String: UInt64] = ["checksum": 1, "malformed": 1, "zeros": 1, "seqDigits": 1]
+            #expect(log.stats.skippedCorruptByReason == expected)
+            #expect(log.stats.skippedCorrupt == 4)
+            try log.close()
+            let again = try BeaconLog(configuration: config)
+            #expect(again.stats.skippedCorruptByReason == expected)
+            try again.close()
+        }
+    }
+}

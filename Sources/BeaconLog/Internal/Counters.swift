@@ -11,10 +11,28 @@ struct PersistedCounters: Codable, Equatable, Sendable {
     var dropped: [String: UInt64] = [:]
     var refused: [String: UInt64] = [:]
     var skippedCorrupt: UInt64 = 0
+    var skippedCorruptByReason: [String: UInt64] = [:]
 
     enum CodingKeys: String, CodingKey {
         case dropped, refused
         case skippedCorrupt = "skipped_corrupt"
+        case skippedCorruptByReason = "skipped_corrupt_by_reason"
+    }
+
+    init(dropped: [String: UInt64] = [:], refused: [String: UInt64] = [:], skippedCorrupt: UInt64 = 0, skippedCorruptByReason: [String: UInt64] = [:]) {
+        self.dropped = dropped
+        self.refused = refused
+        self.skippedCorrupt = skippedCorrupt
+        self.skippedCorruptByReason = skippedCorruptByReason
+    }
+
+    /// Every key is optional: a file written by an older version lacks the newer ones.
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        dropped = try c.decodeIfPresent([String: UInt64].self, forKey: .dropped) ?? [:]
+        refused = try c.decodeIfPresent([String: UInt64].self, forKey: .refused) ?? [:]
+        skippedCorrupt = try c.decodeIfPresent(UInt64.self, forKey: .skippedCorrupt) ?? 0
+        skippedCorruptByReason = try c.decodeIfPresent([String: UInt64].self, forKey: .skippedCorruptByReason) ?? [:]
     }
 
     static func path(_ kind: BeaconLog.LockKind, directory: String) -> String {
@@ -32,6 +50,7 @@ struct PersistedCounters: Codable, Equatable, Sendable {
                 merged.refused = counters.refused
             } else {
                 merged.skippedCorrupt = counters.skippedCorrupt
+                merged.skippedCorruptByReason = counters.skippedCorruptByReason
             }
         }
         return merged
@@ -45,6 +64,7 @@ struct PersistedCounters: Codable, Equatable, Sendable {
             owned.refused = refused
         } else {
             owned.skippedCorrupt = skippedCorrupt
+            owned.skippedCorruptByReason = skippedCorruptByReason
         }
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
@@ -73,7 +93,7 @@ extension BeaconLog {
             s.countersSaveScheduled = false
             guard s.countersDirty else { return nil }
             s.countersDirty = false
-            return PersistedCounters(dropped: s.stats.dropped, refused: s.stats.refused, skippedCorrupt: s.stats.skippedCorrupt)
+            return PersistedCounters(dropped: s.stats.dropped, refused: s.stats.refused, skippedCorrupt: s.stats.skippedCorrupt, skippedCorruptByReason: s.stats.skippedCorruptByReason)
         }
         guard let counters else { return }
         if canWrite { counters.save(.writer, directory: directory) }
