@@ -89,6 +89,9 @@ public final class BeaconLog: Sendable {
             recovered.state.stats.refused = counters.refused
             recovered.state.stats.skippedCorrupt = counters.skippedCorrupt
             recovered.state.stats.skippedCorruptByReason = counters.skippedCorruptByReason
+            if let through = counters.corruptCountedThrough, through.count == 2 {
+                recovered.state.corruptCountedThrough = LogPosition(segment: through[0], offset: through[1], seq: 0)
+            }
             self.state = Mutex(recovered.state)
             self.writerIO = Mutex(WriterIO())
             self.readerIO = Mutex(ReaderIO(generation: recovered.generation, replaceCheckpointFile: recovered.damagedCheckpointSlot))

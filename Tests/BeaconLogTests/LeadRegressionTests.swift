@@ -345,6 +345,10 @@ import Testing
             try log.close()
             let again = try BeaconLog(configuration: config)
             #expect(again.stats.skippedCorruptByReason == expected)
+            // Reading the same damage again after the restart does not count it twice.
+            _ = try again.read(maxRecords: 100)
+            #expect(again.stats.skippedCorrupt == 4)
+            #expect(again.stats.skippedCorruptByReason == expected)
             try again.close()
         }
     }

@@ -12,11 +12,15 @@ struct PersistedCounters: Codable, Equatable, Sendable {
     var refused: [String: UInt64] = [:]
     var skippedCorrupt: UInt64 = 0
     var skippedCorruptByReason: [String: UInt64] = [:]
+    /// The furthest position at which a corrupt record was counted (`[segment, offset]`), so that
+    /// reading it again after a restart does not count it twice.
+    var corruptCountedThrough: [UInt64]?
 
     enum CodingKeys: String, CodingKey {
         case dropped, refused
         case skippedCorrupt = "skipped_corrupt"
         case skippedCorruptByReason = "skipped_corrupt_by_reason"
+        case corruptCountedThrough = "corrupt_counted_through"
     }
 
     init(dropped: [String: UInt64] = [:], refused: [String: UInt64] = [:], skippedCorrupt: UInt64 = 0, skippedCorruptByReason: [String: UInt64] = [:]) {
@@ -33,6 +37,7 @@ struct PersistedCounters: Codable, Equatable, Sendable {
         refused = try c.decodeIfPresent([String: UInt64].self, forKey: .refused) ?? [:]
         skippedCorrupt = try c.decodeIfPresent(UInt64.self, forKey: .skippedCorrupt) ?? 0
         skippedCorruptByReason = try c.decodeIfPresent([String: UInt64].self, forKey: .skippedCorruptByReason) ?? [:]
+        corruptCountedThrough = try c.decodeIfPresent([UInt64].self, forKey: .corruptCountedThrough)
     }
 
     static func path(_ kind: BeaconLog.LockKind, directory: String) -> String {
@@ -51,6 +56,7 @@ struct PersistedCounters: Codable, Equatable, Sendable {
             } else {
                 merged.skippedCorrupt = counters.skippedCorrupt
                 merged.skippedCorruptByReason = counters.skippedCorruptByReason
+                merged.corruptCountedThrough = counters.corruptCountedThrough
             }
         }
         return merged
@@ -65,6 +71,7 @@ struct PersistedCounters: Codable, Equatable, Sendable {
         } else {
             owned.skippedCorrupt = skippedCorrupt
             owned.skippedCorruptByReason = skippedCorruptByReason
+            owned.corruptCountedThrough = corruptCountedThrough
         }
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
@@ -93,7 +100,9 @@ extension BeaconLog {
             s.countersSaveScheduled = false
             guard s.countersDirty else { return nil }
             s.countersDirty = false
-            return PersistedCounters(dropped: s.stats.dropped, refused: s.stats.refused, skippedCorrupt: s.stats.skippedCorrupt, skippedCorruptByReason: s.stats.skippedCorruptByReason)
+            var counters = PersistedCounters(dropped: s.stats.dropped, refused: s.stats.refused, skippedCorrupt: s.stats.skippedCorrupt, skippedCorruptByReason: s.stats.skippedCorruptByReason)
+            counters.corruptCountedThrough = s.corruptCountedThrough.map { [$0.segment, $0.offset] }
+            return counters
         }
         guard let counters else { return }
         if canWrite { counters.save(.writer, directory: directory) }
