@@ -111,6 +111,15 @@ extension Beacon {
     func performShutdown(deadline: Duration?) async -> FlushResult {
         let time = delivery.time
         let target = deadline.map { time.now() + $0 }
+        // Claim the closing of the log first, so that a concurrent close() waits for the upload
+        // instead of closing the log under it.
+        guard logClosed.tryStart() else {
+            // close() got there first: the log is closed or closing; nothing more can be sent.
+            await Beacon.offThread { [self] in logClosed.waitUntilFinished() }
+            let result = FlushResult(sent: 0, remaining: pendingOnDisk(), outcome: .failed(DeliveryError(.stopped, "the tracker was closed with close() before shutdown(); pending events stay on disk")))
+            resumeRunWaiters(result)
+            return result
+        }
         await Beacon.offThread { [self] in finishWriting() }
         var result: FlushResult
         if let uploader = delivery.uploader {
@@ -119,15 +128,22 @@ extension Beacon {
         } else {
             result = noDelivery()
         }
-        await Beacon.offThread { [self] in closeLog() }
+        await Beacon.offThread { [self] in closeLogNow() }
+        logClosed.finish()
         result.remaining = pendingOnDisk()
-        let waiters = delivery.shutdown.withLock { s -> [CheckedContinuation<Void, Never>] in
-            s.result = result
+        return resumeRunWaiters(result)
+    }
+
+    /// Records how the tracker ended (once) and wakes the `run()` callers; returns the result kept.
+    @discardableResult
+    func resumeRunWaiters(_ result: FlushResult) -> FlushResult {
+        let (kept, waiters) = delivery.shutdown.withLock { s -> (FlushResult, [CheckedContinuation<Void, Never>]) in
+            if s.result == nil { s.result = result }
             defer { s.waiters = [] }
-            return s.waiters
+            return (s.result!, s.waiters)
         }
         for waiter in waiters { waiter.resume() }
-        return result
+        return kept
     }
 
     /// Runs until the tracker is shut down, for owners that manage services as `run()` methods

@@ -37,6 +37,10 @@ public final class Beacon: Sendable {
     let elapsed: @Sendable () -> Duration
     let makeTrackId: @Sendable () -> UInt64
     let closed = Atomic<Bool>(false)
+    /// `finishWriting()` runs once; concurrent closers wait for it (except on the writer thread).
+    let writingFinished = RunOnceGate()
+    /// Closing the log runs once, by `closeLog()` or at the end of a shutdown; the others wait.
+    let logClosed = RunOnceGate()
     /// Serialises identity changes with their saves.
     let identitySaves = Mutex<Void>(())
     /// The uploader and the shutdown state (Beacon+Delivery.swift).
@@ -251,19 +255,35 @@ public final class Beacon: Sendable {
 
     /// Stops accepting records (after `$AppEnd`), drains the writer and fsyncs the log. The log
     /// stays open, so the delivery side can still upload before ``closeLog()``. Runs once.
+    /// A concurrent second caller waits until the first has finished, so that nothing closes the
+    /// log under a writer still draining (except on the writer thread, which the drain waits for).
     func finishWriting() {
-        guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        if configuration.lifecycleEvents {
-            let uptime = elapsed()
-            record(RecordEncoder.Input(type: .track, event: "$AppEnd", isBeaconEvent: true, properties: [:], distinctId: nil,
-                                       durationMicroseconds: Beacon.microseconds(uptime), withPresets: true))
+        writingFinished.run(wait: !writer.isWriterThread) { [self] in
+            closed.store(true, ordering: .releasing)
+            if configuration.lifecycleEvents {
+                let uptime = elapsed()
+                record(RecordEncoder.Input(type: .track, event: "$AppEnd", isBeaconEvent: true, properties: [:], distinctId: nil,
+                                           durationMicroseconds: Beacon.microseconds(uptime), withPresets: true))
+            }
+            writer.close()
+            do { try log.sync() } catch { noteStorageError(error) }
         }
-        writer.close()
-        do { try log.sync() } catch { noteStorageError(error) }
     }
 
-    /// Closes the log (final fsync, locks released). Call after ``finishWriting()``.
+    /// Closes the log (final fsync, locks released). Call after ``finishWriting()``. If a
+    /// shutdown is uploading, waits for it to end: it closes the log itself when done.
     func closeLog() {
+        guard logClosed.tryStart() else {
+            if !writer.isWriterThread { logClosed.waitUntilFinished() }
+            return
+        }
+        closeLogNow()
+        logClosed.finish()
+        resumeRunWaiters(FlushResult(sent: 0, remaining: pendingOnDisk(), outcome: .noData))
+    }
+
+    /// The body of closing the log, for whoever claimed ``logClosed``.
+    func closeLogNow() {
         delivery.uploader?.stop()
         do { try log.close() } catch { noteStorageError(error) }
     }

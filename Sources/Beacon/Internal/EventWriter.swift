@@ -117,6 +117,14 @@ final class EventWriter: @unchecked Sendable {
         return .queued
     }
 
+    /// True on the writer thread itself (a hook, or a tracker released there).
+    var isWriterThread: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        guard let writerThread else { return false }
+        return pthread_equal(writerThread, pthread_self()) != 0
+    }
+
     /// Records queued or being written (not yet handed to the log).
     var unwritten: Int {
         lock.lock()
