@@ -216,8 +216,10 @@ public final class Beacon: Sendable {
 
     /// Counters since the tracker opened.
     public var stats: BeaconStats {
-        let unwritten = UInt64(writer.unwritten)
+        // The log first, then the writer: what became durable in between is counted as pending
+        // (never twice, never durable and pending at once).
         let logStats = log.stats
+        let accepted = writer.accepted
         var stats = BeaconStats()
         stats.tracked = trackedCount.load(ordering: .relaxed)
         counters.withLock { c in
@@ -227,7 +229,7 @@ public final class Beacon: Sendable {
         }
         stats.invalid = stats.invalidByRule.values.reduce(0, +)
         stats.durable = logStats.durableRecords
-        stats.pending = unwritten + (logStats.appendedRecords > logStats.durableRecords ? logStats.appendedRecords - logStats.durableRecords : 0)
+        stats.pending = accepted > logStats.durableRecords ? accepted - logStats.durableRecords : 0
         return stats
     }
 

@@ -59,4 +59,36 @@ import Testing
             _ = try? await running.value
         }
     }
+
+    /// `durable + pending` never exceeds what was tracked, even while a batch is being written.
+    @Test func statsNeverCountARecordTwice() async throws {
+        try await withTrackerDirectoryOffPool { dir in
+            var config = Beacon.Configuration.testing(dir)
+            config.durability = .everyRecord
+            let beacon = try Beacon(configuration: config)
+            let stop = Atomic<Bool>(false)
+            let group = DispatchGroup()
+            group.enter()
+            Thread {
+                var i = 0
+                while !stop.load(ordering: .relaxed) {
+                    beacon.track("E", properties: ["n": .int(i)])
+                    i += 1
+                    if i % 50 == 0 { usleep(200) }
+                }
+                group.leave()
+            }.start()
+            var worst: (tracked: UInt64, durable: UInt64, pending: UInt64)?
+            for _ in 0..<20_000 {
+                let s = beacon.stats
+                if s.durable + s.pending > s.tracked, worst == nil { worst = (s.tracked, s.durable, s.pending) }
+            }
+            stop.store(true, ordering: .relaxed)
+            group.wait()
+            beacon.closeNow()
+            #expect(worst == nil, "tracked, durable, pending = \(String(describing: worst))")
+            let final = beacon.stats
+            #expect(final.pending == 0 && final.durable == final.tracked, "\(final)")
+        }
+    }
 }

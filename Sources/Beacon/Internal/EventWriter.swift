@@ -44,6 +44,8 @@ final class EventWriter: @unchecked Sendable {
     /// waits for the count of its call, not for an empty queue, so other threads' later events
     /// cannot keep it waiting.
     private var enqueuedTotal: UInt64 = 0
+    /// Records the log refused (not kept): they were enqueued but will never be in the log.
+    private var refusedTotal: UInt64 = 0
     private var writtenTotal: UInt64 = 0
     private var closing = false
     private var finished = false
@@ -117,19 +119,19 @@ final class EventWriter: @unchecked Sendable {
         return .queued
     }
 
+    /// Records handed to the writer that the log did not refuse: written, being written or queued.
+    var accepted: UInt64 {
+        lock.lock()
+        defer { lock.unlock() }
+        return enqueuedTotal - refusedTotal
+    }
+
     /// True on the writer thread itself (a hook, or a tracker released there).
     var isWriterThread: Bool {
         lock.lock()
         defer { lock.unlock() }
         guard let writerThread else { return false }
         return pthread_equal(writerThread, pthread_self()) != 0
-    }
-
-    /// Records queued or being written (not yet handed to the log).
-    var unwritten: Int {
-        lock.lock()
-        defer { lock.unlock() }
-        return queue.count + writing
     }
 
     /// Blocks until everything queued before this call has been handed to the log.
@@ -233,9 +235,17 @@ final class EventWriter: @unchecked Sendable {
             case .recordTooLarge: reason = "tooLarge"
             default: reason = "logError"
             }
+            countRefused(batch.count)
             hooks.onFailure(batch.count, reason, error, false)
         } catch {
+            countRefused(batch.count)
             hooks.onFailure(batch.count, "logError", error, false)
         }
+    }
+
+    private func countRefused(_ count: Int) {
+        lock.lock()
+        refusedTotal += UInt64(count)
+        lock.unlock()
     }
 }
