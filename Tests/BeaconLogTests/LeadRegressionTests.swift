@@ -291,14 +291,9 @@ import Testing
     /// A checkpoint whose segment starts after its seq must not pass over the records in between.
     @Test func aCheckpointNamingANewerSegmentThanItsSeqResumesAtItsSeq() throws {
         try withTemporaryDirectory { dir in
-            var config = BeaconLog.Configuration(directory: dir)
-            config.segmentBytes = 4096
-            do {
-                let log = try BeaconLog(configuration: config)
-                for i in 0..<200 { try log.append(#"{"n":\#(i),"pad":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}"#) }
-                try log.close()
-            }
-            let segments = try FileManager.default.contentsOfDirectory(atPath: dir).compactMap(SegmentName.parse).sorted()
+            let config = smallConfig(dir)
+            try fillLog(config, count: 200, pad: 38)
+            let segments = try segmentNumbers(dir)
             #expect(segments.count >= 3)
             // Seq 5 lives in the first segment; name the third.
             var file = Checkpoint(generation: 1, position: LogPosition(segment: segments[2], offset: 0, seq: 5)).encodedSlot()
@@ -318,14 +313,9 @@ import Testing
     /// Each kind of damage is counted under its reason, and the counts survive a reopen.
     @Test func skippedRecordsAreCountedByReason() throws {
         try withTemporaryDirectory { dir in
-            var config = BeaconLog.Configuration(directory: dir)
-            config.segmentBytes = 4096
-            do {
-                let log = try BeaconLog(configuration: config)
-                for i in 0..<20 { try log.append(#"{"n":\#(i),"pad":"xxxxxxxxxx"}"#) }
-                try log.close()
-            }
-            let path = dir + "/" + SegmentName.fileName(0)
+            let config = smallConfig(dir)
+            try fillLog(config, count: 20, pad: 10)
+            let path = segmentPath(dir, 0)
             var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
             let starts = [0] + bytes.indices.filter { bytes[$0] == 0x0A }.map { $0 + 1 }.dropLast()
             // Record 3: one event byte changed (checksum). Record 7: its frame broken (malformed).

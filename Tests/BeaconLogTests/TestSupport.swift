@@ -106,6 +106,13 @@ func numbered(_ i: Int, pad: Int = 0) -> String {
     pad == 0 ? #"{"n":\#(i)}"# : #"{"n":\#(i),"p":"\#(String(repeating: "x", count: pad))"}"#
 }
 
+/// Creates a log with `config`, appends `numbered(0..<count, pad:)` and closes it.
+func fillLog(_ config: BeaconLog.Configuration, count: Int, pad: Int = 0) throws {
+    let log = try BeaconLog(configuration: config)
+    for i in 0..<count { try log.append(numbered(i, pad: pad)) }
+    try log.close()
+}
+
 /// The exact frame length of `record` at `seq`.
 func frameLength(seq: UInt64, record: [UInt8]) -> Int {
     Frame.length(seq: seq, crc: CRC32C.checksum(record), count: record.count)

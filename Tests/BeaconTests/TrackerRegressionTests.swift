@@ -10,27 +10,15 @@ import Testing
     @Test func concurrentClosesLoseNothing() async throws {
         for round in 0..<10 {
             try await withTrackerDirectoryOffPool { dir in
-                var config = Beacon.Configuration.testing(dir)
-                config.durability = .everyRecord
-                let beacon = try Beacon(configuration: config)
-                let stop = Atomic<Bool>(false)
+                let (beacon, tracker) = try Self.trackingBeacon(dir, pad: 500, pauseEvery: nil)
                 let group = DispatchGroup()
-                group.enter()
-                Thread {
-                    var i = 0
-                    while !stop.load(ordering: .relaxed) {
-                        beacon.track("E", properties: ["n": .int(i), "pad": .string(String(repeating: "x", count: 500))])
-                        i += 1
-                    }
-                    group.leave()
-                }.start()
                 usleep(20_000)
                 for _ in 0..<2 {
                     group.enter()
                     Thread { beacon.closeNow(); group.leave() }.start()
                 }
                 usleep(20_000)
-                stop.store(true, ordering: .relaxed)
+                tracker.stop()
                 group.wait()
                 let stats = beacon.stats
                 var readOnly = BeaconLog.Configuration(directory: dir)
@@ -63,32 +51,50 @@ import Testing
     /// `durable + pending` never exceeds what was tracked, even while a batch is being written.
     @Test func statsNeverCountARecordTwice() async throws {
         try await withTrackerDirectoryOffPool { dir in
-            var config = Beacon.Configuration.testing(dir)
-            config.durability = .everyRecord
-            let beacon = try Beacon(configuration: config)
-            let stop = Atomic<Bool>(false)
-            let group = DispatchGroup()
-            group.enter()
-            Thread {
-                var i = 0
-                while !stop.load(ordering: .relaxed) {
-                    beacon.track("E", properties: ["n": .int(i)])
-                    i += 1
-                    if i % 50 == 0 { usleep(200) }
-                }
-                group.leave()
-            }.start()
+            let (beacon, tracker) = try Self.trackingBeacon(dir, pad: 0, pauseEvery: 50)
             var worst: (tracked: UInt64, durable: UInt64, pending: UInt64)?
             for _ in 0..<20_000 {
                 let s = beacon.stats
                 if s.durable + s.pending > s.tracked, worst == nil { worst = (s.tracked, s.durable, s.pending) }
             }
-            stop.store(true, ordering: .relaxed)
-            group.wait()
+            tracker.stop()
             beacon.closeNow()
             #expect(worst == nil, "tracked, durable, pending = \(String(describing: worst))")
             let final = beacon.stats
             #expect(final.pending == 0 && final.durable == final.tracked, "\(final)")
         }
+    }
+
+    /// A tracker (`.everyRecord`) and a thread tracking numbered events into it until stopped,
+    /// pausing 0.2 ms every `pauseEvery` events.
+    static func trackingBeacon(_ dir: String, pad: Int, pauseEvery: Int?) throws -> (Beacon, TrackingThread) {
+        var config = Beacon.Configuration.testing(dir)
+        config.durability = .everyRecord
+        let beacon = try Beacon(configuration: config)
+        return (beacon, TrackingThread(beacon, pad: pad, pauseEvery: pauseEvery))
+    }
+}
+
+/// Tracks events from its own thread until `stop()`, which returns once the thread is done.
+final class TrackingThread: Sendable {
+    private let stopping = Atomic<Bool>(false)
+    private let done = DispatchSemaphore(value: 0)
+
+    init(_ beacon: Beacon, pad: Int, pauseEvery: Int?) {
+        let padding = String(repeating: "x", count: pad)
+        Thread { [self] in
+            var i = 0
+            while !stopping.load(ordering: .relaxed) {
+                beacon.track("E", properties: pad > 0 ? ["n": .int(i), "pad": .string(padding)] : ["n": .int(i)])
+                i += 1
+                if let pauseEvery, i % pauseEvery == 0 { usleep(200) }
+            }
+            done.signal()
+        }.start()
+    }
+
+    func stop() {
+        stopping.store(true, ordering: .relaxed)
+        done.wait()
     }
 }
