@@ -49,16 +49,16 @@ public final class HTTPTransport: Transport {
                     if let error {
                         let nsError = error as NSError
                         if nsError.domain == NSURLErrorDomain && nsError.code == NSURLErrorTimedOut {
-                            once.resume(throwing: TransportError(.timeout, "no answer from \(request.url) within \(seconds) s"))
+                            once.resume(throwing: TransportError(.timeout, "no answer from \(RedactedURL(request.url)) within \(seconds) s"))
                         } else if nsError.domain == NSURLErrorDomain && nsError.code == NSURLErrorCancelled {
-                            once.resume(throwing: box.cancelReason ?? TransportError(.cancelled, "the request to \(request.url) was cancelled"))
+                            once.resume(throwing: box.cancelReason ?? TransportError(.cancelled, "the request to \(RedactedURL(request.url)) was cancelled"))
                         } else {
-                            once.resume(throwing: TransportError(.network, "\(request.url): \(error.localizedDescription)"))
+                            once.resume(throwing: TransportError(.network, "\(RedactedURL(request.url)): \(RedactedURL.scrub(error.localizedDescription, of: request.url))"))
                         }
                         return
                     }
                     guard let http = response as? HTTPURLResponse else {
-                        once.resume(throwing: TransportError(.network, "\(request.url) answered with something that is not HTTP"))
+                        once.resume(throwing: TransportError(.network, "\(RedactedURL(request.url)) answered with something that is not HTTP"))
                         return
                     }
                     var headers: [String: String] = [:]
@@ -72,14 +72,14 @@ public final class HTTPTransport: Transport {
                 // The precise deadline, whatever URLSession does with sub-second timeouts.
                 let nanos = Int(max(0, seconds) * 1_000_000_000)
                 let timer = DispatchWorkItem {
-                    box.cancel(reason: TransportError(.timeout, "no answer from \(request.url) within \(seconds) s"))
+                    box.cancel(reason: TransportError(.timeout, "no answer from \(RedactedURL(request.url)) within \(seconds) s"))
                 }
                 let cancelTimer = TimerCancel(timer)
                 once.onResume = { cancelTimer.cancel() }
                 DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(nanos), execute: timer)
             }
         } onCancel: {
-            box.cancel(reason: TransportError(.cancelled, "the request to \(request.url) was cancelled"))
+            box.cancel(reason: TransportError(.cancelled, "the request to \(RedactedURL(request.url)) was cancelled"))
         }
     }
 

@@ -489,7 +489,7 @@ public actor Uploader {
                 if error.kind == .timeout, let deadline, time.now() >= deadline - .milliseconds(1), timeout < configuration.requestTimeout {
                     return (sent, .deadline)
                 }
-                return (sent, .failed(fail(DeliveryError(.transient, "sending \(records.count) events to \(configuration.url) failed: \(error.message); they stay stored and are retried"), retryAfter: nil)))
+                return (sent, .failed(fail(DeliveryError(.transient, "sending \(records.count) events to \(RedactedURL(configuration.url)) failed: \(error.message); they stay stored and are retried"), retryAfter: nil)))
             case .success(let response):
                 let action = StatusAction(status: response.status)
                 switch action {
@@ -503,7 +503,7 @@ public actor Uploader {
                     sent += records.count
                     counters.sentEvents += UInt64(records.count)
                     queue.removeFirst()
-                    if counters.paused != nil { diagnostics("delivery to \(configuration.url) resumed") }
+                    if counters.paused != nil { diagnostics("delivery to \(RedactedURL(configuration.url)) resumed") }
                     counters.consecutiveFailures = 0
                     counters.paused = nil
                     counters.lastError = nil
@@ -534,10 +534,10 @@ public actor Uploader {
                     queue.removeFirst()
                 case .retry:
                     let retryAfter = response.header("Retry-After").flatMap { HTTPDate.retryAfter($0, nowMillis: nowMillis) }
-                    return (sent, .failed(fail(DeliveryError(.transient, "\(configuration.url) answered \(response.status) for \(records.count) events; they stay stored and are retried\(retryAfter.map { " after \($0) (Retry-After)" } ?? " with backoff")", status: response.status), retryAfter: retryAfter)))
+                    return (sent, .failed(fail(DeliveryError(.transient, "\(RedactedURL(configuration.url)) answered \(response.status) for \(records.count) events; they stay stored and are retried\(retryAfter.map { " after \($0) (Retry-After)" } ?? " with backoff")", status: response.status), retryAfter: retryAfter)))
                 case .pause:
                     let retryAfter = response.header("Retry-After").flatMap { HTTPDate.retryAfter($0, nowMillis: nowMillis) }
-                    let message = "\(configuration.url) answered \(response.status)\(Self.hint(response.status)); delivery is paused with backoff and every event is kept (\(pendingEvents) pending). Fix the collector URL or credentials"
+                    let message = "\(RedactedURL(configuration.url)) answered \(response.status)\(Self.hint(response.status)); delivery is paused with backoff and every event is kept (\(pendingEvents) pending). Fix the collector URL or credentials"
                     if counters.paused == nil || counters.lastStatus != response.status { diagnostics(message) }
                     counters.paused = "HTTP \(response.status)"
                     counters.lastStatus = response.status
