@@ -28,7 +28,7 @@ import Synchronization
 /// first attempt) and the configured headers.
 public actor Uploader {
     /// The library version sent in `User-Agent`.
-    public static let version = "1.0.0"
+    public static let version = Beacon.libraryVersion
 
     /// The log events are read from and acknowledged in (it needs the reader lock).
     public nonisolated let log: BeaconLog
