@@ -67,12 +67,12 @@ public final class HTTPTransport: Transport {
     }
 }
 
-/// One request's life: the continuation to resume (once), the running `URLSessionTask` and its
-/// deadline. It is released as soon as the request is answered, cancelled or timed out: the task's
+/// One request's life: the continuation to resume (at most once, by the answer, the deadline or a
+/// cancellation, whichever comes first), the running `URLSessionTask` and its deadline. It is released as soon as the request is answered, cancelled or timed out: the task's
 /// completion handler, the cancellation handler and the deadline all let go of it then.
 final class HTTPExchange: Sendable {
     private struct State {
-        var continuation: CheckedContinuation<TransportResponse, any Error>?
+        var once: ResumeOnce<TransportResponse, any Error>?
         var task: URLSessionTask?
         var deadline: DeadlineTimer.Entry?
         /// Why the request ended early (timeout or cancellation); set once.
@@ -103,7 +103,7 @@ final class HTTPExchange: Sendable {
                 s.finished = true
                 return reason
             }
-            s.continuation = continuation
+            s.once = ResumeOnce(continuation)
             return nil
         }
         guard let early else { return true }
@@ -139,34 +139,33 @@ final class HTTPExchange: Sendable {
 
     /// Ends the request now with `reason` (timeout or cancellation) and cancels its task.
     func cancel(_ reason: TransportError) {
-        let (continuation, task, deadline) = state.withLock { s in
+        let (once, task, deadline) = state.withLock { s in
             if s.endedEarly == nil && !s.finished { s.endedEarly = reason }
             return take(&s)
         }
         task?.cancel()
         if let deadline { DeadlineTimer.shared.remove(deadline) }
-        continuation?.resume(throwing: reason)
+        once?.resume(throwing: reason)
     }
 
     /// The task's completion handler: resumes with the answer (unless the request already ended).
     func complete(data: Data?, response: URLResponse?, error: (any Error)?) {
-        let (continuation, _, deadline) = state.withLock { take(&$0) }
+        let (once, _, deadline) = state.withLock { take(&$0) }
         if let deadline { DeadlineTimer.shared.remove(deadline) }
-        guard let continuation else { return }
-        continuation.resume(with: Result { try answer(data: data, response: response, error: error) })
+        guard let once else { return }
+        once.resume(with: Result { try answer(data: data, response: response, error: error) })
     }
 
     /// Takes everything out of the state, marking the request finished. The continuation is
-    /// resumed outside the lock: resuming can run task machinery that takes the task's status lock,
-    /// while a cancellation holding that lock calls ``cancel(_:)`` (a lock-order deadlock otherwise).
-    private func take(_ s: inout State) -> (CheckedContinuation<TransportResponse, any Error>?, URLSessionTask?, DeadlineTimer.Entry?) {
+    /// resumed outside this lock, as ``ResumeOnce`` resumes outside its own.
+    private func take(_ s: inout State) -> (ResumeOnce<TransportResponse, any Error>?, URLSessionTask?, DeadlineTimer.Entry?) {
         s.finished = true
         defer {
-            s.continuation = nil
+            s.once = nil
             s.task = nil
             s.deadline = nil
         }
-        return (s.continuation, s.task, s.deadline)
+        return (s.once, s.task, s.deadline)
     }
 
     private func answer(data: Data?, response: URLResponse?, error: (any Error)?) throws -> TransportResponse {
