@@ -25,8 +25,8 @@ extension BeaconLog {
             }
             // Under the reader lock, so that an acknowledgement (which deletes segments and moves
             // the checkpoint under it too) cannot change what counts as pending meanwhile.
-            let deleted = try readerIO.withLock { rio -> Bool in
-                guard state.withLock({ $0.segments.first?.number == oldest.number }) else { return false }
+            let deleted = try readerIO.withLock { rio -> UInt64? in
+                guard state.withLock({ $0.segments.first?.number == oldest.number }) else { return nil }
                 // Sequence numbers of the victim's and the next segment's first records: read their first lines.
                 let firstSeqOfNext = try firstSeq(ofSegment: nextStart.segment) ?? state.withLock { $0.written.seq }
                 let firstSeqOfVictim = try firstSeq(ofSegment: oldest.number) ?? firstSeqOfNext
@@ -67,9 +67,10 @@ extension BeaconLog {
                 } catch let error as BeaconLogError where error.errno == ENOENT && !canAcknowledge {
                     // The reader process deleted it first.
                 }
-                return true
+                return dropped
             }
-            if !deleted { continue }
+            guard let deleted else { continue }
+            if deleted > 0 { config.onDropped?(deleted) }
             try fs.syncDirectory(directory)
         }
     }
