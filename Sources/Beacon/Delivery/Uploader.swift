@@ -176,13 +176,16 @@ public actor Uploader {
     }
 
     /// Starts a background drain unless one runs, a flush runs, or a backoff is pending.
-    func kick() {
-        guard started, !stopped, drainTask == nil, flushTask == nil, time.now() >= notBefore else { return }
+    /// Returns whether it started one.
+    @discardableResult
+    func kick() -> Bool {
+        guard started, !stopped, drainTask == nil, flushTask == nil, time.now() >= notBefore else { return false }
         drainTask = Task {
             let pass = await self.drain(deadline: nil)
             self.passFinished(pass)
             return pass
         }
+        return true
     }
 
     // MARK: Flush and shutdown
@@ -337,7 +340,11 @@ public actor Uploader {
         drainTask = nil
         switch pass.outcome {
         case .drained, .noData:
-            trigger.withLock { $0.unsent = 0; $0.armed = false }
+            // Events that became readable after the pass's last read were announced while it was
+            // armed: count them now, and go again if they reach the bulk size.
+            let pending = pendingEvents
+            let again = pending >= UInt64(configuration.flushBulkSize) && kick()
+            trigger.withLock { $0.unsent = Int(clamping: pending); $0.armed = again }
         case .deadline:
             trigger.withLock { $0.armed = false }
         case .failed(let failure):
