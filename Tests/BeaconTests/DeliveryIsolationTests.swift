@@ -5,12 +5,13 @@ import Testing
 import BeaconTesting
 
 /// Runs `body` while moving `clock` to each sleeper's deadline as soon as one sleeps, so backoffs
-/// pass at once and a test reads the manual time the uploader spent.
-func advancing<T: Sendable>(_ clock: ManualClock, _ body: @escaping @Sendable () async -> T) async -> T {
+/// pass at once and a test reads the manual time the uploader spent. Sleepers at or after `limit`
+/// (a shutdown's deadline, which sleeps while work goes on) are left asleep.
+func advancing<T: Sendable>(_ clock: ManualClock, before limit: Duration? = nil, _ body: @escaping @Sendable () async -> T) async -> T {
     let done = Mutex(false)
     let advancer = Task {
         while !done.withLock({ $0 }) {
-            if clock.sleeperCount > 0 { clock.advanceToNextDeadline() } else { await Task.yield() }
+            if let next = clock.nextDeadline, limit.map({ next.offset < $0 }) ?? true { clock.advanceToNextDeadline() } else { await Task.yield() }
         }
     }
     let value = await body()
@@ -68,6 +69,30 @@ struct DeliveryIsolationTests {
         #expect(await uploader.stats.rejectedEvents == 1)
         #expect(sink.all.contains { $0.contains("set aside 1 event") && $0.contains("CANNOT_PARSE_INPUT") })
         #expect(clock.now.offset < .seconds(60), "isolated after the backoffs of K = 3 failed attempts, not at the deadline")
+    }
+
+    @Test("the tracker's shutdown(deadline: 40 s) drains past a row the collector answers with 500; only that row is set aside")
+    func trackerShutdownPastAPoisonRow() async throws {
+        let dir = DeliveryTempDir()
+        defer { dir.remove() }
+        let collector = Collector { containsPoison($0) ? .status(500, body: clickHouseParseError) : nil }
+        let clock = ManualClock()
+        var config = Beacon.Configuration(directory: dir.path, serverURL: URL(string: "http://127.0.0.1:9/events"))
+        config.lifecycleEvents = false
+        config.diagnostics = { _ in }
+        config.transport = collector.transport
+        config.monotonicClock = clock
+        var delivery = DeliveryConfiguration(url: URL(string: "http://127.0.0.1:9/events")!)
+        delivery.flushInterval = nil
+        delivery.flushBulkSize = 1_000_000
+        config.delivery = delivery
+        let beacon = try Beacon(configuration: config)
+        for n in 0..<500 { beacon.track("Numbered", properties: ["n": .int(n), "item": .string(n == 321 ? "POISON" : "book")]) }
+        let report = await advancing(clock, before: .seconds(40)) { await beacon.shutdown(deadline: .seconds(40)) }
+        guard case .drained = report.outcome else { Issue.record("expected drained, got \(report)"); return }
+        #expect(report.remaining == 0 && report.sent == 499)
+        #expect(dir.rejectedLines.count == 1 && dir.rejectedLines[0].contains(#""n":321"#))
+        #expect(clock.now.offset <= .seconds(40))
     }
 
     @Test("a collector down (every request 500, or no answer) for 40 s, then up: nothing is set aside, everything is delivered in order", arguments: [false, true])

@@ -246,7 +246,7 @@ extension Uploader {
                     case .retry:
                         counted(failure: "HTTP \(response.status)")
                     case .pause:
-                        counters.failedRequests += 1
+                        counted(failure: "HTTP \(response.status)")
                     }
                     session.machine.received(verdict, answer)
                 }
