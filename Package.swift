@@ -32,7 +32,8 @@ let package = Package(
         .executableTarget(name: "beacon-test-child", dependencies: ["Beacon", "BeaconLog", "BeaconTesting"], path: "Tests/Child"),
         .testTarget(name: "BeaconLogTests", dependencies: ["BeaconLog", "beacon-test-child"]),
         .testTarget(name: "BeaconTests", dependencies: ["Beacon", "BeaconLog", "BeaconTesting", "beacon-test-child"]),
-        .testTarget(name: "BeaconCLITests", dependencies: ["BeaconLog", "BeaconCLI"]),
+        // Also the ClickHouse integration suite: it drives the built `beacon`, the test child and a tracker.
+        .testTarget(name: "BeaconCLITests", dependencies: ["Beacon", "BeaconLog", "BeaconCLI", "beacon-test-child"]),
     ],
     swiftLanguageModes: [.v6]
 )
