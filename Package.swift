@@ -21,19 +21,22 @@ let package = Package(
         .target(name: "BeaconLog", dependencies: ["CBeaconCRC"]),
         .systemLibrary(name: "CZlib", path: "Sources/CZlib"),
         .target(name: "Beacon", dependencies: ["BeaconLog", "CZlib"]),
-        .target(name: "BeaconTesting", dependencies: ["Beacon", "BeaconLog", "CZlib"]),
-        .executableTarget(name: "BeaconCLI", dependencies: ["Beacon", "BeaconLog", "BeaconTesting"]),
+        // The loopback HTTP/1.1 collector: `beacon collect` and BeaconTesting (which re-exports it)
+        // share it; not a product of its own.
+        .target(name: "BeaconHTTPServer", dependencies: ["Beacon"]),
+        .target(name: "BeaconTesting", dependencies: ["Beacon", "BeaconHTTPServer"]),
+        .executableTarget(name: "BeaconCLI", dependencies: ["Beacon", "BeaconLog", "BeaconHTTPServer"]),
         .executableTarget(
             name: "BeaconBenchmarks",
             dependencies: ["Beacon", "BeaconLog", "BeaconTesting"],
             path: "Benchmarks/BeaconBenchmarks"
         ),
         // A child process for crash tests: the tests start it and kill it with SIGKILL.
-        .executableTarget(name: "beacon-test-child", dependencies: ["Beacon", "BeaconLog", "BeaconTesting"], path: "Tests/Child"),
+        .executableTarget(name: "beacon-test-child", dependencies: ["Beacon", "BeaconLog"], path: "Tests/Child"),
         .testTarget(name: "BeaconLogTests", dependencies: ["BeaconLog", "beacon-test-child"]),
         .testTarget(name: "BeaconTests", dependencies: ["Beacon", "BeaconLog", "BeaconTesting", "beacon-test-child"]),
         // Also the ClickHouse integration suite: it drives the built `beacon`, the test child and a tracker.
-        .testTarget(name: "BeaconCLITests", dependencies: ["Beacon", "BeaconLog", "BeaconCLI", "beacon-test-child"]),
+        .testTarget(name: "BeaconCLITests", dependencies: ["Beacon", "BeaconLog", "BeaconCLI", "BeaconTesting", "beacon-test-child"]),
     ],
     swiftLanguageModes: [.v6]
 )

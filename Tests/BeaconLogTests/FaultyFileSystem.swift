@@ -228,9 +228,9 @@ final class FaultyFileSystem: FileSystem, Sendable {
         return try base.fileSize(path)
     }
 
-    func makeDirectory(_ path: String) throws {
+    func makeDirectory(_ path: String) throws -> Bool {
         if let f = check(.makeDirectory, path) { throw fail(f.errno, path, "mkdir") }
-        try base.makeDirectory(path)
+        return try base.makeDirectory(path)
     }
 }
 
