@@ -38,7 +38,8 @@ let package = Package(
         .target(name: "BeaconTestSupport", path: "Tests/BeaconTestSupport"),
         .testTarget(name: "BeaconLogTests", dependencies: ["BeaconLog", "BeaconTestSupport", "beacon-test-child"]),
         .testTarget(name: "BeaconTests", dependencies: ["Beacon", "BeaconLog", "BeaconTesting", "BeaconTestSupport", "beacon-test-child"]),
-        .testTarget(name: "BeaconCLITests", dependencies: ["BeaconLog", "BeaconCLI", "BeaconTesting", "BeaconTestSupport"]),
+        // Also the ClickHouse integration suite: it drives the built `beacon`, the test child and a tracker.
+        .testTarget(name: "BeaconCLITests", dependencies: ["Beacon", "BeaconLog", "BeaconCLI", "BeaconTesting", "BeaconTestSupport", "beacon-test-child"]),
     ],
     swiftLanguageModes: [.v6]
 )
