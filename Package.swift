@@ -30,8 +30,10 @@ let package = Package(
         ),
         // A child process for crash tests: the tests start it and kill it with SIGKILL.
         .executableTarget(name: "beacon-test-child", dependencies: ["Beacon", "BeaconLog", "BeaconTesting"], path: "Tests/Child"),
-        .testTarget(name: "BeaconLogTests", dependencies: ["BeaconLog", "beacon-test-child"]),
-        .testTarget(name: "BeaconTests", dependencies: ["Beacon", "BeaconLog", "BeaconTesting", "beacon-test-child"]),
+        // The file system with scriptable faults and a journal of every call, which the suites share.
+        .target(name: "FaultInjection", dependencies: ["BeaconLog"], path: "Tests/FaultInjection"),
+        .testTarget(name: "BeaconLogTests", dependencies: ["BeaconLog", "FaultInjection", "beacon-test-child"]),
+        .testTarget(name: "BeaconTests", dependencies: ["Beacon", "BeaconLog", "BeaconTesting", "FaultInjection", "beacon-test-child"]),
         .testTarget(name: "BeaconCLITests", dependencies: ["BeaconLog", "BeaconCLI"]),
     ],
     swiftLanguageModes: [.v6]

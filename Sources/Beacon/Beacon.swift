@@ -74,6 +74,7 @@ public final class Beacon: Sendable {
         logConfig.maxRecordBytes = configuration.maxRecordBytes
         precondition(configuration.logAccess == .readWrite || configuration.logAccess == .write, "a tracker appends: logAccess must be .readWrite or .write")
         logConfig.access = configuration.logAccess
+        logConfig.fileSystem = configuration.fileSystem
         let log = try BeaconLog(configuration: logConfig)
         self.log = log
         self.delivery = DeliveryState(configuration: configuration, log: log)
@@ -82,7 +83,7 @@ public final class Beacon: Sendable {
         self.presets = Beacon.presets(appVersion: configuration.appVersion)
 
         let diagnostics = configuration.diagnostics
-        let store = IdentityStore(directory: log.configuration.directory)
+        let store = IdentityStore(directory: log.configuration.directory, fileSystem: log.configuration.fileSystem)
         self.identityStore = store
         var identity: IdentityStore.Identity
         var mustSave = false
@@ -96,7 +97,8 @@ public final class Beacon: Sendable {
         } catch {
             diagnostics(BeaconDiagnostic(kind: .storage, message: "\(error)"))
             identity = IdentityStore.Identity(anonymousId: UUID().uuidString.lowercased(), loginId: nil)
-            mustSave = true
+            // An unreadable file may hold the identity still: only a file without one is rewritten.
+            mustSave = (error as? IdentityError)?.invalid ?? true
         }
         var counters = Counters()
         if mustSave {

@@ -101,8 +101,8 @@ public actor Uploader {
         self.time = MonotonicTime(clock)
         self.wallClock = now
         self.diagnostics = diagnostics
-        self.rejectedFile = RejectedFile(directory: log.configuration.directory)
-        self.inflightFile = InflightFile(directory: log.configuration.directory)
+        self.rejectedFile = RejectedFile(directory: log.configuration.directory, fileSystem: log.configuration.fileSystem)
+        self.inflightFile = InflightFile(directory: log.configuration.directory, fileSystem: log.configuration.fileSystem)
     }
 
     // MARK: Triggers

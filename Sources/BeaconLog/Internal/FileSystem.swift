@@ -140,13 +140,10 @@ package struct SystemFileSystem: FileSystem {
     }
 
     package func tryLock(_ file: LogFile) throws -> Bool {
-        while true {
-            if flock(file.descriptor, LOCK_EX | LOCK_NB) == 0 { return true }
-            let e = errno
-            if e == EINTR { continue }
-            if e == EWOULDBLOCK { return false }
-            throw BeaconLogError.system(e, path: file.path, operation: "flock")
-        }
+        let (result, e) = retryingInterrupts { flock(file.descriptor, LOCK_EX | LOCK_NB) }
+        if result == 0 { return true }
+        if e == EWOULDBLOCK { return false }
+        throw BeaconLogError.system(e, path: file.path, operation: "flock")
     }
 
     package func rename(_ from: String, to: String) throws {
@@ -154,8 +151,9 @@ package struct SystemFileSystem: FileSystem {
     }
 
     package func remove(_ path: String) throws {
-        if unlink(path) != 0 && errno != ENOENT {
-            throw BeaconLogError.system(errno, path: path, operation: "unlink")
+        let (result, e) = retryingInterrupts { unlink(path) }
+        if result != 0 && e != ENOENT {
+            throw BeaconLogError.system(e, path: path, operation: "unlink")
         }
     }
 
@@ -182,9 +180,10 @@ package struct SystemFileSystem: FileSystem {
 
     package func fileSize(_ path: String) throws -> UInt64? {
         var st = stat()
-        if stat(path, &st) != 0 {
-            if errno == ENOENT { return nil }
-            throw BeaconLogError.system(errno, path: path, operation: "stat")
+        let (result, e) = retryingInterrupts { stat(path, &st) }
+        if result != 0 {
+            if e == ENOENT { return nil }
+            throw BeaconLogError.system(e, path: path, operation: "stat")
         }
         return UInt64(st.st_size)
     }
@@ -205,16 +204,26 @@ package struct SystemFileSystem: FileSystem {
     }
 }
 
-/// Runs a system call, retrying on `EINTR`; a negative result becomes a ``BeaconLogError``.
+/// Runs a system call until a signal does not interrupt it: the one place where `EINTR` is
+/// retried, as swift-system's `valueOrErrno(retryOnInterrupt:_:)`. Returns the call's result and,
+/// when it is negative, the `errno` it left.
 @inline(__always)
-package func retryingEINTR<T: BinaryInteger>(path: String, _ operation: String, _ call: () -> T) throws -> T {
+package func retryingInterrupts<T: BinaryInteger>(_ call: () -> T) -> (result: T, errno: Int32) {
     while true {
         let result = call()
-        if result >= 0 { return result }
+        if result >= 0 { return (result, 0) }
         let e = errno
-        if e == EINTR { continue }
-        throw BeaconLogError.system(e, path: path, operation: operation)
+        if e != EINTR { return (result, e) }
     }
+}
+
+/// Runs a system call, retrying on `EINTR`; a negative result becomes a ``BeaconLogError``
+/// naming `path` and the call.
+@inline(__always)
+package func retryingEINTR<T: BinaryInteger>(path: String, _ operation: String, _ call: () -> T) throws -> T {
+    let (result, e) = retryingInterrupts(call)
+    if result < 0 { throw BeaconLogError.system(e, path: path, operation: operation) }
+    return result
 }
 
 extension BeaconLogError {
