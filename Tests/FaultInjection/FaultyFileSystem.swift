@@ -16,7 +16,8 @@ package final class FaultyFileSystem: FileSystem, Sendable {
     }
 
     package struct Fault: Sendable {
-        package var operation: Operation
+        /// The kind of call that fails (nil: any kind).
+        package var operation: Operation?
         package var errno: Int32
         /// Only calls whose path contains this fail (nil: any path).
         package var pathContains: String?
@@ -52,8 +53,9 @@ package final class FaultyFileSystem: FileSystem, Sendable {
 
     // MARK: Scripting
 
-    /// Adds a fault.
-    package func inject(_ operation: Operation, errno: Int32, path: String? = nil, onCall: Int? = nil, times: Int? = nil, afterBytes: Int? = nil) {
+    /// Adds a fault: calls of `operation` (nil: of any kind) on paths containing `path` fail with
+    /// `errno`, all of them, the `onCall`-th one, or `times` of them.
+    package func inject(_ operation: Operation?, errno: Int32, path: String? = nil, onCall: Int? = nil, times: Int? = nil, afterBytes: Int? = nil) {
         script.withLock { $0.faults.append(Fault(operation: operation, errno: errno, pathContains: path, onCall: onCall, times: times, afterBytes: afterBytes)) }
     }
 
@@ -94,7 +96,7 @@ package final class FaultyFileSystem: FileSystem, Sendable {
     private func check(_ operation: Operation, _ path: String, bytes: Int = 0) -> (errno: Int32, afterBytes: Int?)? {
         script.withLock { s in
             var hit: (Int32, Int?)?
-            for i in s.faults.indices where s.faults[i].operation == operation {
+            for i in s.faults.indices where s.faults[i].operation == nil || s.faults[i].operation == operation {
                 if let pattern = s.faults[i].pathContains, !path.contains(pattern) { continue }
                 s.faults[i].seen += 1
                 if hit != nil { continue }

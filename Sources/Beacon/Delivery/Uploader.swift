@@ -64,9 +64,11 @@ public actor Uploader {
     var inflightLoaded = false
     var inflightFromEarlierRun = false
     var savedInflight: InflightFile.Range?
-    /// The highest seq already written to `rejected.jsonl` (expired or refused) by this uploader:
-    /// a batch read again after a failed send must not set the same events aside twice.
-    var setAsideThrough: UInt64?
+    /// The seqs this uploader wrote to `rejected.jsonl` (expired or refused) that the checkpoint
+    /// has not passed yet: a batch read again after a failed send must not set the same events
+    /// aside twice. A set, not a high-water mark: an expired event set aside first must not hide a
+    /// refused event before it in the same batch.
+    var setAside: Set<UInt64> = []
     var lastKey: String?
     var lastAttempt = 0
     var lastRequestDuration: Duration = .zero
@@ -420,6 +422,8 @@ public actor Uploader {
     /// accepted and, unless the whole batch was acknowledged, why it stopped.
     func deliver(_ batch: LogBatch, retryOfEarlierRun: Bool, deadline: Duration?) async -> (Int, PassOutcome?) {
         let log = self.log
+        let acknowledged = log.checkpoint.seq
+        setAside = setAside.filter { $0 >= acknowledged }
         // Events past maxEventAge are set aside first.
         var sendable = Array(batch.records.indices)
         if let maxAge = configuration.maxEventAge {
@@ -431,7 +435,7 @@ public actor Uploader {
                 return true
             }
             // Those set aside by an earlier attempt at this batch are already in rejected.jsonl.
-            if let done = setAsideThrough { expired.removeAll { $0.seq <= done } }
+            expired.removeAll { setAside.contains($0.seq) }
             if !expired.isEmpty {
                 let file = rejectedFile, now = nowMillis, entries = expired
                 do {
@@ -440,7 +444,7 @@ public actor Uploader {
                     return (0, .failed(storageFailure(error, doing: "setting aside expired events")))
                 }
                 counters.expiredEvents += UInt64(expired.count)
-                setAsideThrough = max(setAsideThrough ?? 0, expired.map(\.seq).max()!)
+                setAside.formUnion(expired.map(\.seq))
             }
         }
         if sendable.isEmpty {
@@ -519,11 +523,11 @@ public actor Uploader {
                     let reason = action == .split ? "too large for the collector (413)" : Self.reason(from: response)
                     let entry = RejectedFile.Entry(status: response.status, reason: reason, seq: seqs[0], record: records[0])
                     let file = rejectedFile, now = nowMillis
-                    let already = setAsideThrough.map { seqs[0] <= $0 } ?? false
+                    let already = setAside.contains(seqs[0])
                     do {
                         if !already {
                             try await onIO { try file.append([entry], nowMillis: now) }
-                            setAsideThrough = max(setAsideThrough ?? 0, seqs[0])
+                            setAside.insert(seqs[0])
                             counters.rejectedEvents += 1
                         }
                         try await onIO { try log.acknowledge(through: end) }

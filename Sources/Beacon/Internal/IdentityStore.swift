@@ -22,13 +22,14 @@ struct IdentityStore: Sendable {
     /// (the caller makes one for this run and leaves the file alone, so the stored identity comes
     /// back at the next start).
     func load() throws -> Identity? {
-        let bytes: [UInt8]
+        let read: [UInt8]?
         do {
-            guard let read = try fileSystem.contents(ofFile: path) else { return nil }
-            bytes = read
+            // A second try: one transient read error must not cost the identity.
+            read = try fileSystem.contents(ofFile: path, attempts: 2)
         } catch {
             throw IdentityError(message: "\(path) could not be read (\(error)); a new anonymous id is used until the next start, and the file is left as it is", invalid: false)
         }
+        guard let bytes = read else { return nil }
         guard let object = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any],
               let anonymous = object["anonymous_id"] as? String, !anonymous.isEmpty else {
             throw IdentityError(message: "\(path) is not a valid identity file (\(bytes.count) bytes); a new anonymous id was made and the file will be rewritten", invalid: true)

@@ -48,7 +48,7 @@ struct PersistedCounters: Codable, Equatable, Sendable {
     static func load(directory: String, fileSystem: any FileSystem) -> PersistedCounters {
         var merged = PersistedCounters()
         for kind in [BeaconLog.LockKind.writer, .reader] {
-            guard let bytes = (try? fileSystem.contents(ofFile: path(kind, directory: directory))) ?? nil,
+            guard let bytes = (try? fileSystem.contents(ofFile: path(kind, directory: directory), attempts: 2)) ?? nil,
                   let counters = try? JSONDecoder().decode(PersistedCounters.self, from: Data(bytes)) else { continue }
             if kind == .writer {
                 merged.dropped = counters.dropped

@@ -22,18 +22,32 @@ extension FileSystem {
 
     /// The content of the file at `path`, or nil if there is no such file.
     ///
+    /// Small files whose loss would cost something (the identity, the loss counters) are read
+    /// with `attempts: 2`, so that one transient read error does not make them look missing.
+    ///
     /// ```swift
-    /// let bytes = try fs.contents(ofFile: directory + "/identity.json")
+    /// let bytes = try fs.contents(ofFile: directory + "/identity.json", attempts: 2)
     /// ```
-    package func contents(ofFile path: String) throws -> [UInt8]? {
-        let file: LogFile
-        do {
-            file = try open(path, .read)
-        } catch let error as BeaconLogError where error.errno == ENOENT {
-            return nil
+    ///
+    /// - Parameters:
+    ///   - path: the file to read.
+    ///   - attempts: how many times to try before throwing the last error (default 1).
+    package func contents(ofFile path: String, attempts: Int = 1) throws -> [UInt8]? {
+        var attempt = 1
+        while true {
+            do {
+                let file: LogFile
+                do {
+                    file = try open(path, .read)
+                } catch let error as BeaconLogError where error.errno == ENOENT {
+                    return nil
+                }
+                defer { close(file) }
+                return try readAll(file)
+            } catch where attempt < attempts {
+                attempt += 1
+            }
         }
-        defer { close(file) }
-        return try readAll(file)
     }
 
     /// Replaces the file at `path` with `bytes` atomically: a crash leaves the old content or the
