@@ -21,15 +21,18 @@ let package = Package(
         .target(name: "BeaconLog", dependencies: ["CBeaconCRC"]),
         .systemLibrary(name: "CZlib", path: "Sources/CZlib"),
         .target(name: "Beacon", dependencies: ["BeaconLog", "CZlib"]),
-        .target(name: "BeaconTesting", dependencies: ["Beacon", "BeaconLog", "CZlib"]),
-        .executableTarget(name: "BeaconCLI", dependencies: ["Beacon", "BeaconLog", "BeaconTesting"]),
+        // The loopback HTTP/1.1 collector: `beacon collect` and BeaconTesting (which re-exports it)
+        // share it; not a product of its own.
+        .target(name: "BeaconHTTPServer", dependencies: ["Beacon"]),
+        .target(name: "BeaconTesting", dependencies: ["Beacon", "BeaconHTTPServer"]),
+        .executableTarget(name: "BeaconCLI", dependencies: ["Beacon", "BeaconLog", "BeaconHTTPServer"]),
         .executableTarget(
             name: "BeaconBenchmarks",
             dependencies: ["Beacon", "BeaconLog", "BeaconTesting"],
             path: "Benchmarks/BeaconBenchmarks"
         ),
         // A child process for crash tests: the tests start it and kill it with SIGKILL.
-        .executableTarget(name: "beacon-test-child", dependencies: ["Beacon", "BeaconLog", "BeaconTesting"], path: "Tests/Child"),
+        .executableTarget(name: "beacon-test-child", dependencies: ["Beacon", "BeaconLog"], path: "Tests/Child"),
         // The file system with scriptable faults and a journal of every call, which the suites share.
         .target(name: "FaultInjection", dependencies: ["BeaconLog"], path: "Tests/FaultInjection"),
         .testTarget(name: "BeaconLogTests", dependencies: ["BeaconLog", "FaultInjection", "beacon-test-child"]),

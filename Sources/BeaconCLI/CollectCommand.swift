@@ -1,4 +1,4 @@
-import BeaconTesting
+import BeaconHTTPServer
 import Foundation
 import Glibc
 import Synchronization

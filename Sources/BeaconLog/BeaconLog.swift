@@ -71,7 +71,7 @@ public final class BeaconLog: Sendable {
                 throw BeaconLogError(.invalidArgument, "there is no log directory here; check the path", path: directory)
             }
         } else {
-            try fs.makeDirectory(directory)
+            try fs.makeDirectories(directory)
         }
         var held: [DirectoryLock] = []
         do {

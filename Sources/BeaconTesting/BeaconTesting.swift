@@ -3,5 +3,7 @@
 // - `InMemoryTransport`: a scriptable `Transport` that records requests.
 // - `ManualClock`: a monotonic clock that moves only when told to.
 // - `LoopbackCollector`: a small HTTP/1.1 collector on 127.0.0.1 (also used by `beacon collect`
-//   and `beacon-bench`).
+//   and `beacon-bench`), with `BatchSplitter` to cut a request body back into its events. Both
+//   live in the package's internal BeaconHTTPServer module, re-exported here.
 @_exported import Beacon
+@_exported import BeaconHTTPServer

@@ -29,11 +29,14 @@ enum BeaconToolRunner {
     }()
 
     /// Runs `beacon ARGS`, feeding `stdin` through a pipe (written from another thread) and
-    /// capturing stdout in a temporary file (or sending it to `stdoutFile`).
-    static func run(_ arguments: [String], stdin: Data = Data(), stdoutFile: String? = nil, closedStdout: Bool = false) throws -> ToolResult {
+    /// capturing stdout in a temporary file (or sending it to `stdoutFile`). `currentDirectory`
+    /// is where relative paths resolve; `environment` entries are added to this process's.
+    static func run(_ arguments: [String], stdin: Data = Data(), stdoutFile: String? = nil, closedStdout: Bool = false, currentDirectory: String? = nil, environment: [String: String] = [:]) throws -> ToolResult {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
+        if let currentDirectory { process.currentDirectoryURL = URL(fileURLWithPath: currentDirectory) }
+        if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
         let input = Pipe()
         process.standardInput = input
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("beacon-cli-out-\(UUID().uuidString)").path

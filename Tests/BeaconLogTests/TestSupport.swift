@@ -183,11 +183,12 @@ final class ChildProcess: Sendable {
     let pid: Int32
     private let output = Mutex<(lines: [String], partial: [UInt8], eof: Bool)>(([], [], false))
 
-    /// Starts `beacon-test-child ARGS...`.
-    init(_ arguments: [String]) throws {
+    /// Starts `beacon-test-child ARGS...`, in `currentDirectory` if given (for relative paths).
+    init(_ arguments: [String], currentDirectory: String? = nil) throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: try childExecutablePath())
         process.arguments = arguments
+        if let currentDirectory { process.currentDirectoryURL = URL(fileURLWithPath: currentDirectory) }
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardError = FileHandle.standardError

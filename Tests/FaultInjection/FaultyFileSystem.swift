@@ -230,8 +230,8 @@ package final class FaultyFileSystem: FileSystem, Sendable {
         return try base.fileSize(path)
     }
 
-    package func makeDirectory(_ path: String) throws {
+    package func makeDirectory(_ path: String) throws -> Bool {
         if let f = check(.makeDirectory, path) { throw fail(f.errno, path, "mkdir") }
-        try base.makeDirectory(path)
+        return try base.makeDirectory(path)
     }
 }

@@ -2,9 +2,9 @@ import CZlib
 
 /// gzip compression and decompression through the system zlib (`deflateInit2` / `inflateInit2`
 /// with a gzip wrapper, window bits 31 / 47).
-public enum Gzip {
+package enum Gzip {
     /// A gzip member holding `bytes`, compressed at `level` (0…9, default 6).
-    public static func compress(_ bytes: [UInt8], level: Int32 = 6) -> [UInt8] {
+    package static func compress(_ bytes: [UInt8], level: Int32 = 6) -> [UInt8] {
         var stream = z_stream()
         var status = deflateInit2_(&stream, level, Z_DEFLATED, 31, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size))
         precondition(status == Z_OK, "deflateInit2 failed (\(status)): zlib is unusable")
@@ -29,7 +29,7 @@ public enum Gzip {
 
     /// The bytes inside one or more concatenated gzip (or zlib) members. Throws on damaged input
     /// or when the result would exceed `limit` bytes.
-    public static func decompress(_ bytes: [UInt8], limit: Int = 256 << 20) throws -> [UInt8] {
+    package static func decompress(_ bytes: [UInt8], limit: Int = 256 << 20) throws -> [UInt8] {
         var stream = z_stream()
         guard inflateInit2_(&stream, 47, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)) == Z_OK else {
             throw GzipError(message: "inflateInit2 failed")
@@ -65,7 +65,7 @@ public enum Gzip {
 }
 
 /// A gzip body that could not be decompressed.
-public struct GzipError: Error, Sendable, CustomStringConvertible {
-    public var message: String
-    public var description: String { "gzip: \(message)" }
+package struct GzipError: Error, Sendable, CustomStringConvertible {
+    package var message: String
+    package var description: String { "gzip: \(message)" }
 }

@@ -85,7 +85,7 @@ extension FileSystem {
             try? remove(temporary)
             throw error
         }
-        if durably { try syncDirectory(directoryPath(of: path)) }
+        if durably { try syncDirectory(parentDirectory(of: path)) }
     }
 
     /// Appends `bytes` to the file at `path` (created with mode 0600 if missing) and makes them
@@ -118,21 +118,11 @@ extension FileSystem {
         }
         if created {
             do {
-                try syncDirectory(directoryPath(of: path))
+                try syncDirectory(parentDirectory(of: path))
             } catch {
                 try? remove(path)
                 throw error
             }
         }
     }
-}
-
-/// The directory part of `path`: everything before its last `/` ("." for a bare name, "/" for a
-/// file in the root).
-package func directoryPath(of path: String) -> String {
-    var path = Substring(path)
-    while path.count > 1 && path.hasSuffix("/") { path.removeLast() }
-    guard let slash = path.lastIndex(of: "/") else { return "." }
-    let parent = path[..<slash]
-    return parent.isEmpty ? "/" : String(parent)
 }

@@ -61,8 +61,12 @@ package protocol FileSystem: Sendable {
     func list(_ directory: String) throws -> [String]
     /// The size of the file at `path` (`stat(2)`), or nil if it does not exist.
     func fileSize(_ path: String) throws -> UInt64?
-    /// Creates the directory (and parents) with mode 0700 if missing.
-    func makeDirectory(_ path: String) throws
+    /// Creates the one directory `path` (`mkdir(2)`, mode 0700) and returns true, or returns false
+    /// when a directory is already there. Its parent must exist: a missing parent throws with
+    /// `errno` `ENOENT`; anything else in the way (a file) throws naming the path. Making the new
+    /// entry durable is the caller's part (``syncDirectory(_:)`` on the parent): see
+    /// ``makeDirectories(_:)``.
+    func makeDirectory(_ path: String) throws -> Bool
 }
 
 extension FileSystem {
@@ -188,20 +192,48 @@ package struct SystemFileSystem: FileSystem {
         return UInt64(st.st_size)
     }
 
-    package func makeDirectory(_ path: String) throws {
-        var st = stat()
-        if stat(path, &st) == 0 {
-            guard (st.st_mode & S_IFMT) == S_IFDIR else {
-                throw BeaconLogError(.invalidArgument, "the log path exists but is not a directory; choose another path", path: path)
-            }
-            return
+    package func makeDirectory(_ path: String) throws -> Bool {
+        let (result, e) = retryingInterrupts { mkdir(path, 0o700) }
+        if result == 0 { return true }
+        if e == EEXIST {
+            var st = stat()
+            if retryingInterrupts({ stat(path, &st) }).result == 0 && (st.st_mode & S_IFMT) == S_IFDIR { return false }
+            throw BeaconLogError.directory(ENOTDIR, path: path)
         }
-        let parent = (path as NSString).deletingLastPathComponent
-        if !parent.isEmpty && parent != path && parent != "/" { try makeDirectory(parent) }
-        if mkdir(path, 0o700) != 0 && errno != EEXIST {
-            throw BeaconLogError.system(errno, path: path, operation: "mkdir")
-        }
+        throw BeaconLogError.directory(e, path: path)
     }
+}
+
+extension FileSystem {
+    /// Creates the directory `path` and each missing parent, like `mkdir -p`, each with mode 0700,
+    /// and fsyncs the parent of every directory it creates, right after creating it, so that a
+    /// power loss cannot take the new entry (and everything later made durable inside it) away.
+    ///
+    /// Relative paths (`d`, `a/b/`), `..` components and trailing slashes are fine. Nothing is
+    /// created or synced when the directory exists.
+    package func makeDirectories(_ path: String) throws {
+        let created: Bool
+        do {
+            created = try makeDirectory(path)
+        } catch let error as BeaconLogError where error.errno == ENOENT {
+            let parent = parentDirectory(of: path)
+            guard parent != path else { throw error }
+            try makeDirectories(parent)
+            created = try makeDirectory(path)
+        }
+        if created { try syncDirectory(parentDirectory(of: path)) }
+    }
+}
+
+/// The directory holding `path`'s last component: `a/b/` → `a`, `d` → `.`, `/d` → `/`, `/` → `/`.
+/// Works on the bytes of the path alone (no Foundation path APIs, which trap on some relative paths).
+package func parentDirectory(of path: String) -> String {
+    var bytes = Array(path.utf8)
+    while bytes.count > 1 && bytes.last == UInt8(ascii: "/") { bytes.removeLast() }
+    guard let slash = bytes.lastIndex(of: UInt8(ascii: "/")) else { return "." }
+    bytes.removeSubrange(slash...)
+    while bytes.count > 1 && bytes.last == UInt8(ascii: "/") { bytes.removeLast() }
+    return bytes.isEmpty ? "/" : String(decoding: bytes, as: UTF8.self)
 }
 
 /// Runs a system call until a signal does not interrupt it: the one place where `EINTR` is
@@ -239,6 +271,28 @@ extension BeaconLogError {
         default:
             return BeaconLogError(.io, "\(operation) failed", path: path, errno: e)
         }
+    }
+
+    /// An error for a directory that could not be created, saying what is in the way and what to do.
+    package static func directory(_ e: Int32, path: String) -> BeaconLogError {
+        let advice: String
+        switch e {
+        case ENOTDIR:
+            advice = "cannot create the log directory: the path, or one of the directories above it, is a file; choose another path or move the file away"
+        case ENAMETOOLONG:
+            advice = "cannot create the log directory: the path is too long (a name over 255 bytes or a path over 4096); choose a shorter path"
+        case EACCES, EPERM:
+            advice = "cannot create the log directory: permission denied; create it yourself (mode 0700, owned by the user the service runs as) or choose a directory this user may write to"
+        case EROFS:
+            advice = "cannot create the log directory: the file system is read-only; choose a directory on a writable file system"
+        case ENOSPC, EDQUOT:
+            advice = "cannot create the log directory: the file system is full; free space on it"
+        case ELOOP:
+            advice = "cannot create the log directory: too many symbolic links in the path; use the real path"
+        default:
+            return system(e, path: path, operation: "mkdir")
+        }
+        return BeaconLogError(e == ENOSPC || e == EDQUOT ? .diskFull : .io, advice, path: path, errno: e)
     }
 
     /// Maps an error thrown by `FileHandle` to a ``BeaconLogError``, keeping the `errno` when Foundation has it.

@@ -1,0 +1,103 @@
+import Glibc
+
+/// Buffered blocking reads of HTTP/1.1 requests from one socket.
+struct SocketReader {
+    struct Head {
+        var method: String
+        var path: String
+        var headers: [String: String]
+    }
+
+    let fd: Int32
+    var buffer: [UInt8] = []
+    var start = 0
+
+    init(fd: Int32) { self.fd = fd }
+
+    /// Reads more bytes; false at end of stream or error.
+    mutating func fill() -> Bool {
+        if start > 0 && start == buffer.count { buffer.removeAll(keepingCapacity: true); start = 0 }
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let n = recv(fd, &chunk, chunk.count, 0)
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return false }
+            buffer.append(contentsOf: chunk[0..<n])
+            return true
+        }
+    }
+
+    mutating func readHead() -> Head? {
+        while true {
+            if let end = find([0x0D, 0x0A, 0x0D, 0x0A]) {
+                let text = String(decoding: buffer[start..<end], as: UTF8.self)
+                start = end + 4
+                var lines = text.components(separatedBy: "\r\n")
+                let requestLine = lines.removeFirst().split(separator: " ")
+                guard requestLine.count >= 2 else { return nil }
+                var headers: [String: String] = [:]
+                for line in lines {
+                    guard let colon = line.firstIndex(of: ":") else { continue }
+                    headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+                }
+                return Head(method: String(requestLine[0]), path: String(requestLine[1]), headers: headers)
+            }
+            if buffer.count - start > 1 << 20 { return nil }
+            guard fill() else { return nil }
+        }
+    }
+
+    func find(_ pattern: [UInt8]) -> Int? {
+        guard buffer.count - start >= pattern.count else { return nil }
+        return ByteSearch.firstIndex(of: pattern, in: buffer[start...])
+    }
+
+    mutating func read(count: Int) -> [UInt8]? {
+        while buffer.count - start < count {
+            guard fill() else { return nil }
+        }
+        let bytes = Array(buffer[start..<(start + count)])
+        start += count
+        return bytes
+    }
+
+    mutating func readLine() -> String? {
+        while true {
+            if let end = find([0x0D, 0x0A]) {
+                let line = String(decoding: buffer[start..<end], as: UTF8.self)
+                start = end + 2
+                return line
+            }
+            guard fill() else { return nil }
+        }
+    }
+
+    mutating func readChunked() -> [UInt8]? {
+        var body: [UInt8] = []
+        while true {
+            guard let line = readLine() else { return nil }
+            let sizeText = line.split(separator: ";").first.map(String.init)?.trimmingCharacters(in: .whitespaces) ?? ""
+            guard let size = Int(sizeText, radix: 16), size >= 0 else { return nil }
+            if size == 0 {
+                // Trailers until an empty line.
+                while let trailer = readLine(), !trailer.isEmpty {}
+                return body
+            }
+            guard let chunk = read(count: size), readLine() != nil else { return nil }
+            body.append(contentsOf: chunk)
+        }
+    }
+
+    func send(_ bytes: [UInt8]) -> Bool {
+        var done = 0
+        return bytes.withUnsafeBytes { raw -> Bool in
+            while done < raw.count {
+                let n = Glibc.send(fd, raw.baseAddress! + done, raw.count - done, Int32(MSG_NOSIGNAL))
+                if n < 0 && errno == EINTR { continue }
+                if n <= 0 { return false }
+                done += n
+            }
+            return true
+        }
+    }
+}
