@@ -37,7 +37,7 @@ let package = Package(
         .target(name: "FaultInjection", dependencies: ["BeaconLog"], path: "Tests/FaultInjection"),
         .testTarget(name: "BeaconLogTests", dependencies: ["BeaconLog", "FaultInjection", "beacon-test-child"]),
         .testTarget(name: "BeaconTests", dependencies: ["Beacon", "BeaconLog", "BeaconTesting", "FaultInjection", "beacon-test-child"]),
-        .testTarget(name: "BeaconCLITests", dependencies: ["BeaconLog", "BeaconCLI"]),
+        .testTarget(name: "BeaconCLITests", dependencies: ["BeaconLog", "BeaconCLI", "BeaconTesting"]),
     ],
     swiftLanguageModes: [.v6]
 )
