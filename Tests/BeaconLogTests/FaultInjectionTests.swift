@@ -57,7 +57,9 @@ import FaultInjection
                 } catch let error as BeaconLogError {
                     run.errors.append(error)
                     if error.code == .failed { run.failed = error; break }
-                } catch {}
+                } catch {
+                    Issue.record("sync threw an error that is not a BeaconLogError: \(error)", sourceLocation: sourceLocation)
+                }
             }
             if ackEvery > 0 && i % ackEvery == ackEvery - 1 {
                 do {
@@ -67,7 +69,9 @@ import FaultInjection
                 } catch let error as BeaconLogError {
                     run.errors.append(error)
                     if error.code == .failed { run.failed = error; break }
-                } catch {}
+                } catch {
+                    Issue.record("read or acknowledge threw an error that is not a BeaconLogError: \(error)", sourceLocation: sourceLocation)
+                }
             }
         }
         if let failure = run.failed {
