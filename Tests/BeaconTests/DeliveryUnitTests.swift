@@ -7,7 +7,7 @@ import BeaconTesting
 struct DeliveryUnitTests {
     @Test("every status from 100 to 599 maps to the action of DESIGN §5", arguments: 100...599)
     func statusTable(status: Int) {
-        let expected: StatusAction
+        let expected: AnswerAction
         if (200...299).contains(status) {
             expected = .acknowledge
         } else if status == 408 || status == 429 || ((500...599).contains(status) && status != 501 && status != 505) {
@@ -15,11 +15,11 @@ struct DeliveryUnitTests {
         } else if status == 413 {
             expected = .split
         } else if status == 400 || status == 422 {
-            expected = .bisect
+            expected = .reject
         } else {
             expected = .pause
         }
-        #expect(StatusAction(status: status) == expected)
+        #expect(AnswerAction(status: status) == expected)
     }
 
     @Test("backoff caps double from the initial value up to the maximum; full jitter stays under the cap")

@@ -46,7 +46,9 @@ struct DeliveryUploaderTests {
         let network = TransportError(.network, "connection refused")
         let transport = InMemoryTransport(replies: [.failure(network), .status(503), .status(500)])
         let clock = ManualClock()
-        let uploader = Uploader(log: log, configuration: testDelivery(), transport: transport, clock: clock)
+        var config = testDelivery()
+        config.isolateAfterFailures = 4  // the whole batch every time: this test is about the backoff, not isolation
+        let uploader = Uploader(log: log, configuration: config, transport: transport, clock: clock)
         await uploader.start()
         var expectedDeadline: Duration = .zero
         for (attempt, wait) in [Duration.seconds(1), .seconds(2), .seconds(4)].enumerated() {

@@ -12,6 +12,11 @@ public struct DeliveryConfiguration: Sendable {
     public var url: URL
     /// The most events per request. Default 50.
     public var batchSize: Int = 50
+    /// The most events per request while more than one batch is pending (a backlog after an
+    /// outage or a burst), still capped by `maxBatchBytes`; nil (the default) always sends
+    /// `batchSize`. Small batches keep latency low in steady state; big ones drain a backlog at
+    /// the collector's bulk rate (ClickHouse, for one, wants thousands of rows per insert).
+    public var catchUpBatchSize: Int?
     /// The most event bytes per request (at least one event is always sent). Default 1 MiB.
     public var maxBatchBytes: Int = 1 << 20
     /// Flush when at least this many events are pending. Default 100.
@@ -29,6 +34,24 @@ public struct DeliveryConfiguration: Sendable {
     public var headers: [String: String] = [:]
     /// Retry timing after failures.
     public var backoff: Backoff = Backoff()
+    /// Failed attempts at the same batch (retryable answers: 5xx, 408, 429, timeout, network
+    /// error) before it is isolated by bisection, so that one bad event cannot stall the queue:
+    /// the event that keeps failing while other requests succeed is set aside in
+    /// `rejected.jsonl`. While every request fails (an outage) nothing is set aside. Default 3.
+    public var isolateAfterFailures: Int = 3
+    /// Decides what a collector's answer means, for collectors with their own conventions;
+    /// return nil to use the default table (``AnswerAction/init(status:)``). Default nil.
+    ///
+    /// ```swift
+    /// // This collector answers 200 with {"error":…} for refused batches.
+    /// delivery.classifyAnswer = { status, headers, body in
+    ///     status == 200 && body.starts(with: Array(#"{"error""#.utf8)) ? .reject : nil
+    /// }
+    /// ```
+    public var classifyAnswer: AnswerClassifier?
+
+    /// Reads a collector's answer: its status, header fields and body.
+    public typealias AnswerClassifier = @Sendable (_ status: Int, _ headers: [String: String], _ body: [UInt8]) -> AnswerAction?
     /// Events older than this (by their top-level `"time"` field, epoch ms) are set aside as
     /// expired instead of sent: written to `rejected.jsonl` with reason `"expired"` and counted.
     /// `nil` (the default) never expires events.
@@ -37,6 +60,13 @@ public struct DeliveryConfiguration: Sendable {
     /// A configuration for `url` with the defaults.
     public init(url: URL) {
         self.url = url
+    }
+
+    /// The events to read for the next request when `pending` events wait: `catchUpBatchSize`
+    /// while more than `batchSize` are pending, else `batchSize`.
+    func eventsPerRequest(pending: UInt64) -> Int {
+        guard let catchUp = catchUpBatchSize, pending > UInt64(batchSize) else { return batchSize }
+        return max(catchUp, 1)
     }
 
     /// `flushInterval` as it is used: at least 5 s, or nil.

@@ -81,7 +81,8 @@ func appendJSONString(_ text: String, to bytes: inout [UInt8]) {
 
 /// `delivery.inflight` in the log directory: the range of the request in flight, so that a
 /// restart sends the same events again (same body, same idempotency key) instead of a differently
-/// cut batch. One line: `<seq of the checkpoint when it was sent> <number of records read>`.
+/// cut batch. One line: `<seq of the checkpoint when it was sent> <number of records read>
+/// <times sent>` (the third field, for `X-Beacon-Retry` and isolation, may be missing: 1).
 /// Replaced atomically (temporary file + `rename`), not fsynced: it matters after a process
 /// crash, which keeps the page cache; after a power loss a batch may be re-cut (still
 /// at-least-once, only the key differs).
@@ -96,13 +97,16 @@ struct InflightFile {
     struct Range: Equatable {
         var firstSeq: UInt64
         var count: Int
+        /// Times these records were sent as they are now cut, this send included.
+        var sends: Int = 1
     }
 
     func load() -> Range? {
         guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else { return nil }
         let parts = text.split(whereSeparator: { $0 == " " || $0 == "\n" })
-        guard parts.count == 2, let first = UInt64(parts[0]), let count = Int(parts[1]), count > 0 else { return nil }
-        return Range(firstSeq: first, count: count)
+        guard parts.count == 2 || parts.count == 3, let first = UInt64(parts[0]), let count = Int(parts[1]), count > 0 else { return nil }
+        let sends = parts.count == 3 ? Int(parts[2]) ?? 1 : 1
+        return Range(firstSeq: first, count: count, sends: max(1, sends))
     }
 
     func save(_ range: Range) throws {
@@ -112,7 +116,7 @@ struct InflightFile {
             throw DeliveryError(.storage, "cannot write \(tmp): \(String(cString: strerror(errno))); check the log directory's permissions")
         }
         do {
-            try writeAll(fd, Array("\(range.firstSeq) \(range.count)\n".utf8), path: tmp)
+            try writeAll(fd, Array("\(range.firstSeq) \(range.count) \(range.sends)\n".utf8), path: tmp)
         } catch {
             close(fd)
             throw error

@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -9,13 +10,17 @@ import Synchronization
 /// Each request gets its own timeout (30 s by default, from ``DeliveryConfiguration/requestTimeout``),
 /// enforced by this type as well as by `URLSession`: on Linux `URLSession` rounds timeouts down to
 /// whole seconds and treats a value below one second as "no timeout", so the session is given at
-/// least one second and the precise deadline is kept by cancelling the task.
+/// least one second and the precise deadline is kept by cancelling the task. Nothing of a request
+/// (its body included) stays in memory once its answer is returned: the deadlines of all requests
+/// share one timer.
 ///
 /// ```swift
 /// let transport = HTTPTransport()
 /// ```
 public final class HTTPTransport: Transport {
     let session: URLSession
+    /// The requests and bodies of this transport still in memory (for tests).
+    let live = LiveCounts()
 
     /// A transport with its own ephemeral `URLSession` (no cookies, no cache).
     public init() {
@@ -33,53 +38,27 @@ public final class HTTPTransport: Transport {
     }
 
     public func send(_ request: TransportRequest) async throws -> TransportResponse {
+        let seconds = Self.seconds(request.timeout)
         var urlRequest = URLRequest(url: request.url)
         urlRequest.httpMethod = request.method
         for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
-        urlRequest.httpBody = Data(request.body)
-        let seconds = Self.seconds(request.timeout)
+        urlRequest.httpBody = live.countedData(request.body)
         // Whole seconds, at least one: below one second URLSession on Linux would not time out at all.
         urlRequest.timeoutInterval = max(1, seconds.rounded(.up))
-        let box = TaskBox()
+        let exchange = HTTPExchange(url: request.url, seconds: seconds, live: live)
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<TransportResponse, any Error>) in
-                let once = Once(continuation)
-                box.setOnce(once)
+                guard exchange.begin(continuation) else { return }
                 let task = session.dataTask(with: urlRequest) { data, response, error in
-                    if let error {
-                        let nsError = error as NSError
-                        if nsError.domain == NSURLErrorDomain && nsError.code == NSURLErrorTimedOut {
-                            once.resume(throwing: TransportError(.timeout, "no answer from \(request.url) within \(seconds) s"))
-                        } else if nsError.domain == NSURLErrorDomain && nsError.code == NSURLErrorCancelled {
-                            once.resume(throwing: box.cancelReason ?? TransportError(.cancelled, "the request to \(request.url) was cancelled"))
-                        } else {
-                            once.resume(throwing: TransportError(.network, "\(request.url): \(error.localizedDescription)"))
-                        }
-                        return
-                    }
-                    guard let http = response as? HTTPURLResponse else {
-                        once.resume(throwing: TransportError(.network, "\(request.url) answered with something that is not HTTP"))
-                        return
-                    }
-                    var headers: [String: String] = [:]
-                    for (key, value) in http.allHeaderFields {
-                        if let key = key as? String, let value = value as? String { headers[key] = value }
-                    }
-                    once.resume(returning: TransportResponse(status: http.statusCode, headers: headers, body: data.map { [UInt8]($0) } ?? []))
+                    exchange.complete(data: data, response: response, error: error)
                 }
-                box.set(task)
-                task.resume()
+                guard exchange.attach(task) else { return }
                 // The precise deadline, whatever URLSession does with sub-second timeouts.
-                let nanos = Int(max(0, seconds) * 1_000_000_000)
-                let timer = DispatchWorkItem {
-                    box.cancel(reason: TransportError(.timeout, "no answer from \(request.url) within \(seconds) s"))
-                }
-                let cancelTimer = TimerCancel(timer)
-                once.onResume = { cancelTimer.cancel() }
-                DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(nanos), execute: timer)
+                exchange.arm(deadline: .now() + .nanoseconds(Int(min(max(0, seconds), 1e9) * 1e9)))
+                task.resume()
             }
         } onCancel: {
-            box.cancel(reason: TransportError(.cancelled, "the request to \(request.url) was cancelled"))
+            exchange.cancel(TransportError(.cancelled, "the request to \(RedactedURL(request.url)) was cancelled"))
         }
     }
 
@@ -88,84 +67,147 @@ public final class HTTPTransport: Transport {
     }
 }
 
-/// The running `URLSessionTask` and why it was cancelled, shared with the cancellation handler and
-/// the deadline timer.
-final class TaskBox: Sendable {
-    private let state = Mutex<(task: URLSessionTask?, reason: TransportError?, cancelled: Bool)>((nil, nil, false))
-    private let once = Mutex<Once<TransportResponse>?>(nil)
-
-    /// The continuation to fail at once on cancellation or timeout, without waiting for URLSession.
-    func setOnce(_ value: Once<TransportResponse>) {
-        once.withLock { $0 = value }
+/// One request's life: the continuation to resume (at most once, by the answer, the deadline or a
+/// cancellation, whichever comes first), the running `URLSessionTask` and its deadline. It is released as soon as the request is answered, cancelled or timed out: the task's
+/// completion handler, the cancellation handler and the deadline all let go of it then.
+final class HTTPExchange: Sendable {
+    private struct State {
+        var once: ResumeOnce<TransportResponse, any Error>?
+        var task: URLSessionTask?
+        var deadline: DeadlineTimer.Entry?
+        /// Why the request ended early (timeout or cancellation); set once.
+        var endedEarly: TransportError?
+        var finished = false
     }
 
-    func set(_ task: URLSessionTask) {
-        let cancelNow = state.withLock { s -> Bool in
-            s.task = task
-            return s.cancelled
+    private let state = Mutex(State())
+    private let url: URL
+    private let seconds: Double
+    private let live: LiveCounts
+
+    init(url: URL, seconds: Double, live: LiveCounts) {
+        self.url = url
+        self.seconds = seconds
+        self.live = live
+        live.exchanges.add(1, ordering: .relaxed)
+    }
+
+    deinit {
+        live.exchanges.subtract(1, ordering: .relaxed)
+    }
+
+    /// Keeps the continuation; false (and resumed at once) when the request was already cancelled.
+    func begin(_ continuation: CheckedContinuation<TransportResponse, any Error>) -> Bool {
+        let early = state.withLock { s -> TransportError? in
+            if let reason = s.endedEarly {
+                s.finished = true
+                return reason
+            }
+            s.once = ResumeOnce(continuation)
+            return nil
         }
-        if cancelNow { task.cancel() }
+        guard let early else { return true }
+        continuation.resume(throwing: early)
+        return false
     }
 
-    func cancel(reason: TransportError) {
-        let task = state.withLock { s -> URLSessionTask? in
-            if s.cancelled { return nil }
-            s.cancelled = true
-            s.reason = reason
-            return s.task
+    /// Keeps the task so that a timeout or a cancellation can stop it; false (and the task
+    /// cancelled) when the request already ended.
+    func attach(_ task: URLSessionTask) -> Bool {
+        let ended = state.withLock { s -> Bool in
+            if s.finished { return true }
+            s.task = task
+            return false
+        }
+        if ended { task.cancel() }
+        return !ended
+    }
+
+    /// Starts the deadline, unless the request already ended.
+    func arm(deadline: DispatchTime) {
+        let entry = DeadlineTimer.shared.add(at: deadline) { [weak self] in
+            guard let self else { return }
+            self.cancel(TransportError(.timeout, "no answer from \(RedactedURL(self.url)) within \(self.seconds) s"))
+        }
+        let ended = state.withLock { s -> Bool in
+            if s.finished { return true }
+            s.deadline = entry
+            return false
+        }
+        if ended { DeadlineTimer.shared.remove(entry) }
+    }
+
+    /// Ends the request now with `reason` (timeout or cancellation) and cancels its task.
+    func cancel(_ reason: TransportError) {
+        let (once, task, deadline) = state.withLock { s in
+            if s.endedEarly == nil && !s.finished { s.endedEarly = reason }
+            return take(&s)
         }
         task?.cancel()
-        once.withLock { $0 }?.resume(throwing: reason)
+        if let deadline { DeadlineTimer.shared.remove(deadline) }
+        once?.resume(throwing: reason)
     }
 
-    var cancelReason: TransportError? { state.withLock { $0.reason } }
-}
-
-/// A continuation resumed at most once.
-final class Once<T: Sendable>: Sendable {
-    private let continuation: Mutex<CheckedContinuation<T, any Error>?>
-    private let cleanup = Mutex<(@Sendable () -> Void)?>(nil)
-
-    init(_ continuation: CheckedContinuation<T, any Error>) {
-        self.continuation = Mutex(continuation)
+    /// The task's completion handler: resumes with the answer (unless the request already ended).
+    func complete(data: Data?, response: URLResponse?, error: (any Error)?) {
+        let (once, _, deadline) = state.withLock { take(&$0) }
+        if let deadline { DeadlineTimer.shared.remove(deadline) }
+        guard let once else { return }
+        once.resume(with: Result { try answer(data: data, response: response, error: error) })
     }
 
-    /// Runs once, after the continuation is resumed (cancels the deadline timer).
-    var onResume: (@Sendable () -> Void)? {
-        get { cleanup.withLock { $0 } }
-        set { cleanup.withLock { $0 = newValue } }
-    }
-
-    // The continuation is taken out under the lock and resumed outside it: resuming can run task
-    // machinery that takes the task's status lock, while a cancellation holding that lock calls
-    // back into `resume` (a lock-order deadlock seen in the full test suite).
-    func resume(returning value: T) {
-        guard let pending = take() else { return }
-        pending.resume(returning: value)
-        finish()
-    }
-
-    func resume(throwing error: any Error) {
-        guard let pending = take() else { return }
-        pending.resume(throwing: error)
-        finish()
-    }
-
-    private func take() -> CheckedContinuation<T, any Error>? {
-        continuation.withLock { c in
-            defer { c = nil }
-            return c
+    /// Takes everything out of the state, marking the request finished. The continuation is
+    /// resumed outside this lock, as ``ResumeOnce`` resumes outside its own.
+    private func take(_ s: inout State) -> (ResumeOnce<TransportResponse, any Error>?, URLSessionTask?, DeadlineTimer.Entry?) {
+        s.finished = true
+        defer {
+            s.once = nil
+            s.task = nil
+            s.deadline = nil
         }
+        return (s.once, s.task, s.deadline)
     }
 
-    private func finish() {
-        cleanup.withLock { c -> (@Sendable () -> Void)? in defer { c = nil }; return c }?()
+    private func answer(data: Data?, response: URLResponse?, error: (any Error)?) throws -> TransportResponse {
+        if let error {
+            let nsError = error as NSError
+            if nsError.domain == NSURLErrorDomain && nsError.code == NSURLErrorTimedOut {
+                throw TransportError(.timeout, "no answer from \(RedactedURL(url)) within \(seconds) s")
+            }
+            if nsError.domain == NSURLErrorDomain && nsError.code == NSURLErrorCancelled {
+                throw TransportError(.cancelled, "the request to \(RedactedURL(url)) was cancelled")
+            }
+            throw TransportError(.network, "\(RedactedURL(url)): \(RedactedURL.scrub(error.localizedDescription, of: url))")
+        }
+        guard let http = response as? HTTPURLResponse else {
+            throw TransportError(.network, "\(RedactedURL(url)) answered with something that is not HTTP")
+        }
+        var headers: [String: String] = [:]
+        for (key, value) in http.allHeaderFields {
+            if let key = key as? String, let value = value as? String { headers[key] = value }
+        }
+        return TransportResponse(status: http.statusCode, headers: headers, body: data.map { [UInt8]($0) } ?? [])
     }
 }
 
-/// Cancels a `DispatchWorkItem` (thread-safe, but not marked `Sendable`).
-final class TimerCancel: @unchecked Sendable {
-    private let item: DispatchWorkItem
-    init(_ item: DispatchWorkItem) { self.item = item }
-    func cancel() { item.cancel() }
+/// How many requests (``HTTPExchange``) and request bodies a transport still holds in memory.
+final class LiveCounts: Sendable {
+    let exchanges = Atomic<Int>(0)
+    let bodies = Atomic<Int>(0)
+
+    /// `bytes` as `Data` whose release is counted in ``bodies``.
+    func countedData(_ bytes: [UInt8]) -> Data {
+        let count = bytes.count
+        let memory = UnsafeMutableRawPointer.allocate(byteCount: max(1, count), alignment: 1)
+        bytes.withUnsafeBytes { memory.copyMemory(from: $0.baseAddress ?? UnsafeRawPointer(memory), byteCount: count) }
+        bodies.add(1, ordering: .relaxed)
+        return Data(bytesNoCopy: memory, count: count, deallocator: .custom { [bodies = self] pointer, _ in
+            pointer.deallocate()
+            bodies.bodies.subtract(1, ordering: .relaxed)
+        })
+    }
+
+    var current: (exchanges: Int, bodies: Int) {
+        (exchanges.load(ordering: .relaxed), bodies.load(ordering: .relaxed))
+    }
 }

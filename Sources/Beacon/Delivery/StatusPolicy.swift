@@ -1,28 +1,61 @@
 import Foundation
 
-/// What the uploader does with a collector's answer: the table of DESIGN §5.
-enum StatusAction: Equatable, Sendable {
-    /// 2xx: acknowledge.
+/// What the uploader does with a collector's answer. ``AnswerAction/init(status:)`` is the
+/// default table; ``DeliveryConfiguration/classifyAnswer`` lets a collector with its own
+/// conventions override it.
+public enum AnswerAction: Equatable, Sendable, CaseIterable {
+    /// The events arrived (2xx): acknowledge them, the checkpoint advances durably.
     case acknowledge
-    /// Network error, timeout, 408, 429, 5xx except 501/505: keep, back off, honour Retry-After.
+    /// A transient failure (network error, timeout, 408, 429, 5xx except 501/505): keep the events,
+    /// back off, honour `Retry-After`. A batch that keeps failing while other requests succeed is
+    /// isolated by bisection, and the one event that keeps failing is set aside.
     case retry
-    /// 413: split in halves; a single event still too large is set aside.
+    /// Too large (413): split the batch in halves; a single event still too large is set aside.
     case split
-    /// 400, 422: bisect to the refused events, set them aside, send the rest.
-    case bisect
-    /// 401, 403, 404, 501, 505, other 4xx (and anything else): keep everything, pause with backoff, report.
+    /// Refused data (400, 422): bisect to the refused events, set them aside in
+    /// `rejected.jsonl`, send the rest.
+    case reject
+    /// A configuration problem (401, 403, 404, 501, 505, other 4xx, anything else): keep every
+    /// event, pause with backoff, report loudly.
     case pause
 
-    init(status: Int) {
+    /// The default action for an HTTP status.
+    public init(status: Int) {
         switch status {
         case 200...299: self = .acknowledge
         case 408, 429: self = .retry
         case 413: self = .split
-        case 400, 422: self = .bisect
+        case 400, 422: self = .reject
         case 501, 505: self = .pause
         case 500...599: self = .retry
         default: self = .pause
         }
+    }
+
+    /// The action for an answer: the user's classifier when it decides, else the default table.
+    static func of(_ response: TransportResponse, classifier: DeliveryConfiguration.AnswerClassifier?) -> AnswerAction {
+        classifier?(response.status, response.headers, response.body) ?? AnswerAction(status: response.status)
+    }
+}
+
+/// The start of a collector's answer body, as text for reports: at most `limit` bytes, cut at a
+/// character boundary, control characters (newlines included) shown as spaces, `…` when cut.
+enum AnswerExcerpt {
+    /// The limit for `rejected.jsonl`.
+    static let rejectedLimit = 1024
+    /// The limit for diagnostics and errors.
+    static let messageLimit = 512
+
+    static func text(_ body: [UInt8], limit: Int) -> String {
+        var end = min(body.count, limit)
+        // Do not cut a UTF-8 sequence: back up over continuation bytes to a lead byte.
+        if end < body.count {
+            while end > 0 && body[end] & 0xC0 == 0x80 { end -= 1 }
+        }
+        var text = String(decoding: body[..<end], as: UTF8.self)
+        text = String(text.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? " " : Character($0) })
+        text = text.trimmingCharacters(in: .whitespaces)
+        return end < body.count ? text + "…" : text
     }
 }
 

@@ -6,10 +6,16 @@ import Synchronization
 ///
 /// The uploader reads contiguous batches from the log's checkpoint, sends each through a
 /// ``Transport`` and acknowledges it when the collector answers 2xx, so the checkpoint advances
-/// durably. Other answers follow DESIGN §5: transient failures are retried with exponential
-/// backoff and full jitter on a monotonic clock (honouring `Retry-After`); 413 splits the batch;
-/// 400 and 422 bisect to the refused events, which go to `rejected.jsonl`; 401, 403, 404 and
-/// other 4xx pause delivery with backoff and are reported, dropping nothing.
+/// durably. Other answers (``AnswerAction``, or ``DeliveryConfiguration/classifyAnswer``):
+/// transient failures are retried with exponential backoff and full jitter on a monotonic clock
+/// (honouring `Retry-After`), and a batch that keeps failing is isolated so one bad event cannot
+/// stall the queue; 413 splits the batch; 400 and 422 bisect to the refused events, which go to
+/// `rejected.jsonl`; 401, 403, 404 and other 4xx pause delivery with backoff and are reported,
+/// dropping nothing.
+///
+/// The decisions are ``DeliveryStateMachine``'s (one batch) and ``DeliveryTiming``'s (deadlines,
+/// backoff); this actor does the I/O: it reads the log, sends through the transport, writes
+/// `rejected.jsonl` and `delivery.inflight`, acknowledges, and sleeps.
 ///
 /// Flushes start when `flushBulkSize` events are pending (``recordsAppended(_:)``), every
 /// `flushInterval`, on ``flush(deadline:)``, at ``start()`` (events left by earlier runs) and at
@@ -22,10 +28,10 @@ import Synchronization
 /// let result = await uploader.flush()
 /// ```
 ///
-/// Requests carry `Content-Type`, `User-Agent: beacon-swift/<version>`, `X-Beacon-Sent-At`
-/// (epoch ms, per attempt), `Idempotency-Key` (the same for the same events, across retries and
-/// restarts: the range in flight is kept in `delivery.inflight`), `X-Beacon-Retry` (0 for the
-/// first attempt) and the configured headers.
+/// Requests are built by ``RequestBuilder``: `Idempotency-Key` is the same for the same events,
+/// across retries and restarts (the range in flight and its sends are kept in
+/// `delivery.inflight`), and `X-Beacon-Retry` counts the earlier sends of those events, across
+/// flushes and restarts.
 public actor Uploader {
     /// The library version sent in `User-Agent`.
     public static let version = Beacon.libraryVersion
@@ -40,6 +46,7 @@ public actor Uploader {
     let diagnostics: @Sendable (String) -> Void
     let rejectedFile: RejectedFile
     let inflightFile: InflightFile
+    let requests: RequestBuilder
     let ioQueue = DispatchQueue(label: "beacon.uploader.io")
     nonisolated let trigger = Mutex(Trigger())
 
@@ -59,16 +66,16 @@ public actor Uploader {
     /// Monotonic time before which no attempt at all is made (the collector's `Retry-After`).
     var retryAfterUntil: Duration = .zero
     var lastFailure: DeliveryError?
-    /// The range of the request in flight (or last sent), so a retry re-sends the same events.
-    var inflight: InflightFile.Range?
+    /// Passes in a row that ended with a failure (the backoff's exponent); zero after a 2xx.
+    var failedPasses = 0
+    /// The batch being delivered and its state machine, kept across passes.
+    var current: Session?
     var inflightLoaded = false
-    var inflightFromEarlierRun = false
+    /// What `delivery.inflight` holds (as an earlier run left it, until the first send).
     var savedInflight: InflightFile.Range?
     /// The highest seq already written to `rejected.jsonl` (expired or refused) by this uploader:
     /// a batch read again after a failed send must not set the same events aside twice.
     var setAsideThrough: UInt64?
-    var lastKey: String?
-    var lastAttempt = 0
     var lastRequestDuration: Duration = .zero
     var started = false
     var stopped = false
@@ -95,6 +102,8 @@ public actor Uploader {
         precondition(configuration.batchSize > 0, "batchSize must be positive")
         precondition(configuration.maxBatchBytes > 0, "maxBatchBytes must be positive")
         precondition(configuration.flushBulkSize > 0, "flushBulkSize must be positive")
+        precondition(configuration.isolateAfterFailures > 0, "isolateAfterFailures must be positive")
+        precondition((configuration.catchUpBatchSize ?? 1) > 0, "catchUpBatchSize must be positive")
         self.log = log
         self.configuration = configuration
         self.transport = transport
@@ -103,6 +112,7 @@ public actor Uploader {
         self.diagnostics = diagnostics
         self.rejectedFile = RejectedFile(directory: log.configuration.directory)
         self.inflightFile = InflightFile(directory: log.configuration.directory)
+        self.requests = RequestBuilder(configuration: configuration)
     }
 
     // MARK: Triggers
@@ -174,18 +184,22 @@ public actor Uploader {
 
     // MARK: Flush and shutdown
 
-    /// Sends every pending event now, stopping at the first failure or at the deadline.
+    /// Sends every pending event now, retrying transient failures with backoff until the deadline.
     ///
     /// When the log is opened `.readWrite` in this process, the records still in its write buffer
     /// are written and fsynced first (`sync()`), so the flush covers everything appended before it.
     ///
     /// A flush does not wait for a pending backoff (it tries at once), but it honours a
-    /// collector's `Retry-After`: if that ends after the deadline the flush fails at once. It does
-    /// not start a request that cannot finish before the deadline. Concurrent callers share one
-    /// flush and get the same result.
+    /// collector's `Retry-After`: if that ends after the deadline the flush fails at once. After a
+    /// transient failure (5xx, 408, 429, timeout, network error) it waits the backoff and tries
+    /// again, as long as a request may still start before the deadline. No request starts unless
+    /// the time left exceeds what the last successful request took, and none runs past the
+    /// deadline (its timeout is cut to the time left). A configuration problem (401, 403, 404, …)
+    /// or a storage error ends the flush at once. Concurrent callers share one flush and get the
+    /// same result.
     ///
-    /// - Parameter deadline: how long from now the flush may take; nil for no limit (each request
-    ///   still has `requestTimeout`).
+    /// - Parameter deadline: how long from now the flush may take; nil for one pass that stops at
+    ///   the first failure (each request still has `requestTimeout`).
     public func flush(deadline: Duration? = nil) async -> FlushResult {
         if let running = flushTask {
             sharedFlushJoins += 1
@@ -199,11 +213,13 @@ public actor Uploader {
         return result
     }
 
-    /// Stops the triggers, then delivers what is pending until drained, failed, or the deadline;
-    /// a request still running at the deadline is cancelled (its events stay pending and are sent
-    /// again, with the same idempotency key, after the next start). Further flushes do nothing.
+    /// Stops the triggers, then delivers what is pending until drained or the deadline, retrying
+    /// transient failures with backoff as ``flush(deadline:)`` does; a request still running at
+    /// the deadline is cancelled (its events stay pending and are sent again, with the same
+    /// idempotency key, after the next start). Further flushes do nothing.
     ///
-    /// - Parameter deadline: how long from now shutdown may take; nil for no limit.
+    /// - Parameter deadline: how long from now shutdown may take; nil for one pass that stops at
+    ///   the first failure.
     public func shutdown(deadline: Duration? = nil) async -> FlushResult {
         let target = deadline.map { time.now() + $0 }
         stopped = true
@@ -262,21 +278,37 @@ public actor Uploader {
         if Task.isCancelled {
             return FlushResult(sent: sentBefore, remaining: pendingEvents, outcome: .deadlineReached)
         }
-        let task = Task {
-            let pass = await self.drain(deadline: target)
-            self.passFinished(pass)
-            return pass
+        var sent = sentBefore
+        while true {
+            let task = Task {
+                let pass = await self.drain(deadline: target)
+                self.passFinished(pass)
+                return pass
+            }
+            drainTask = task
+            let pass = await task.value
+            sent += pass.sent
+            switch pass.outcome {
+            case .drained: return FlushResult(sent: sent, remaining: pendingEvents, outcome: .drained)
+            case .noData: return FlushResult(sent: sent, remaining: pendingEvents, outcome: sent > 0 ? .drained : .noData)
+            case .deadline: return FlushResult(sent: sent, remaining: pendingEvents, outcome: .deadlineReached)
+            case .failed(let failure):
+                // Transient failures are retried after the backoff while a request may still start.
+                guard failure.error.code == .transient, !Task.isCancelled,
+                      let retryAt = DeliveryTiming.flushRetry(at: notBefore, deadline: target, requestTimeout: configuration.requestTimeout, lastRequestDuration: lastRequestDuration)
+                else {
+                    return FlushResult(sent: sent, remaining: pendingEvents, outcome: .failed(failure.error))
+                }
+                retryTask?.cancel()
+                retryTask = nil
+                do { try await time.sleepUntil(retryAt) } catch {
+                    return FlushResult(sent: sent, remaining: pendingEvents, outcome: .deadlineReached)
+                }
+                if (stopped && !shuttingDown) || Task.isCancelled {
+                    return FlushResult(sent: sent, remaining: pendingEvents, outcome: .deadlineReached)
+                }
+            }
         }
-        drainTask = task
-        let pass = await task.value
-        let outcome: FlushResult.Outcome
-        switch pass.outcome {
-        case .drained: outcome = .drained
-        case .noData: outcome = sentBefore > 0 ? .drained : .noData
-        case .deadline: outcome = .deadlineReached
-        case .failed(let failure): outcome = .failed(failure.error)
-        }
-        return FlushResult(sent: sentBefore + pass.sent, remaining: pendingEvents, outcome: outcome)
     }
 
     /// The task's value, or nil if the monotonic clock reaches `target` first.
@@ -287,11 +319,11 @@ public actor Uploader {
             let once = ResumeOnce(continuation)
             let sleeper = Task {
                 try? await time.sleepUntil(target)
-                once.resume(nil)
+                once.resume(returning: nil)
             }
             Task {
                 let value = await task.value
-                once.resume(value)
+                once.resume(returning: value)
                 sleeper.cancel()
             }
         }
@@ -311,16 +343,15 @@ public actor Uploader {
         }
     }
 
+    /// Sets when the next attempt may start after a failed pass (the backoff, or the collector's
+    /// `Retry-After`) and, unless stopped, wakes a background pass then.
     func scheduleRetry(_ failure: Failure) {
-        guard !stopped else { return }
-        let failures = max(1, counters.consecutiveFailures)
-        var delay = configuration.backoff.delay(afterFailures: failures)
+        failedPasses += 1
+        let delay = DeliveryTiming.wait(afterFailedPasses: failedPasses, retryAfter: failure.retryAfter, backoff: configuration.backoff)
         let now = time.now()
-        if let retryAfter = failure.retryAfter {
-            delay = min(retryAfter, .seconds(86_400))
-            retryAfterUntil = now + delay
-        }
+        if failure.retryAfter != nil { retryAfterUntil = now + delay }
         notBefore = now + delay
+        guard !stopped else { return }
         let target = notBefore
         retryTask?.cancel()
         retryTask = Task { [time] in
@@ -341,305 +372,4 @@ public actor Uploader {
 
     nonisolated var pendingEvents: UInt64 { log.stats.pendingRecords }
 
-    // MARK: The pass
-
-    struct Failure: Sendable {
-        var error: DeliveryError
-        var retryAfter: Duration?
-    }
-
-    enum PassOutcome: Sendable {
-        case drained, noData, deadline
-        case failed(Failure)
-    }
-
-    struct Pass: Sendable {
-        var sent: Int
-        var outcome: PassOutcome
-    }
-
-    /// Sends batch after batch until the log is empty, a request fails, or the deadline.
-    func drain(deadline: Duration?) async -> Pass {
-        var sent = 0
-        var sawData = false
-        while true {
-            if Task.isCancelled { return Pass(sent: sent, outcome: .deadline) }
-            let batch: LogBatch
-            let fromEarlierRun: Bool
-            do {
-                (batch, fromEarlierRun) = try await readNext()
-            } catch {
-                return Pass(sent: sent, outcome: .failed(storageFailure(error, doing: "reading the log")))
-            }
-            if batch.isEmpty { return Pass(sent: sent, outcome: sawData ? .drained : .noData) }
-            sawData = true
-            let (delivered, outcome) = await deliver(batch, retryOfEarlierRun: fromEarlierRun, deadline: deadline)
-            sent += delivered
-            if let outcome { return Pass(sent: sent, outcome: outcome) }
-        }
-    }
-
-    func storageFailure(_ error: any Error, doing what: String) -> Failure {
-        let failure = Failure(error: error as? DeliveryError ?? DeliveryError(.storage, "\(what) failed: \(error)"))
-        counters.lastError = failure.error.message
-        lastFailure = failure.error
-        return failure
-    }
-
-    /// The next batch: the range in flight when the checkpoint is still at its start (the same
-    /// events again), else up to `batchSize` events from the checkpoint.
-    func readNext() async throws -> (LogBatch, Bool) {
-        if !inflightLoaded {
-            inflightLoaded = true
-            inflight = inflightFile.load()
-            inflightFromEarlierRun = inflight != nil
-            savedInflight = inflight
-        }
-        let log = self.log
-        let checkpoint = log.checkpoint
-        if let range = inflight, range.firstSeq == checkpoint.seq {
-            let fromEarlierRun = inflightFromEarlierRun
-            inflightFromEarlierRun = false
-            let batch = try await onIO { try log.read(maxRecords: range.count, maxBytes: Int.max) }
-            return (batch, fromEarlierRun)
-        }
-        inflightFromEarlierRun = false
-        let (count, bytes) = (configuration.batchSize, configuration.maxBatchBytes)
-        return (try await onIO { try log.read(maxRecords: count, maxBytes: bytes) }, false)
-    }
-
-    func onIO<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            ioQueue.async { continuation.resume(with: Result { try body() }) }
-        }
-    }
-
-    var nowMillis: Int64 { Int64((wallClock().timeIntervalSince1970 * 1000).rounded(.down)) }
-
-    /// Sends one batch, splitting and bisecting as the collector asks. Returns the events
-    /// accepted and, unless the whole batch was acknowledged, why it stopped.
-    func deliver(_ batch: LogBatch, retryOfEarlierRun: Bool, deadline: Duration?) async -> (Int, PassOutcome?) {
-        let log = self.log
-        // Events past maxEventAge are set aside first.
-        var sendable = Array(batch.records.indices)
-        if let maxAge = configuration.maxEventAge {
-            let cutoff = nowMillis - Int64(maxAge.components.seconds * 1000 + maxAge.components.attoseconds / 1_000_000_000_000_000)
-            var expired: [RejectedFile.Entry] = []
-            sendable.removeAll { i in
-                guard let t = EventTime.millis(in: batch.records[i]), t < cutoff else { return false }
-                expired.append(.init(status: nil, reason: "expired", seq: batch.seqs[i], record: batch.records[i]))
-                return true
-            }
-            // Those set aside by an earlier attempt at this batch are already in rejected.jsonl.
-            if let done = setAsideThrough { expired.removeAll { $0.seq <= done } }
-            if !expired.isEmpty {
-                let file = rejectedFile, now = nowMillis, entries = expired
-                do {
-                    try await onIO { try file.append(entries, nowMillis: now) }
-                } catch {
-                    return (0, .failed(storageFailure(error, doing: "setting aside expired events")))
-                }
-                counters.expiredEvents += UInt64(expired.count)
-                setAsideThrough = max(setAsideThrough ?? 0, expired.map(\.seq).max()!)
-            }
-        }
-        if sendable.isEmpty {
-            do {
-                try await onIO { try log.acknowledge(through: batch.end) }
-                return (0, nil)
-            } catch {
-                return (0, .failed(storageFailure(error, doing: "acknowledging expired events")))
-            }
-        }
-        var sent = 0
-        var queue: [Range<Int>] = [0..<sendable.count]
-        var ackedThrough = -1  // index in `batch` of the last acknowledged record
-        var firstRequest = true
-        while let range = queue.first {
-            if Task.isCancelled { return (sent, .deadline) }
-            var timeout = configuration.requestTimeout
-            if let deadline {
-                let remaining = deadline - time.now()
-                if remaining <= max(.milliseconds(1), lastRequestDuration) { return (sent, .deadline) }
-                timeout = min(timeout, remaining)
-            }
-            let isLast = range.upperBound == sendable.count
-            let lastIndex = sendable[range.upperBound - 1]
-            let end = isLast ? batch.end : batch.end(after: lastIndex)
-            let startSeq = ackedThrough < 0 ? batch.start.seq : batch.end(after: ackedThrough).seq
-            let span = InflightFile.Range(firstSeq: startSeq, count: (isLast ? batch.count - 1 : lastIndex) - ackedThrough)
-            inflight = span
-            if savedInflight != span {
-                let file = inflightFile
-                do {
-                    try await onIO { try file.save(span) }
-                    savedInflight = span
-                } catch {
-                    return (sent, .failed(storageFailure(error, doing: "recording the batch in flight")))
-                }
-            }
-            let indices = sendable[range]
-            let records = indices.map { batch.records[$0] }
-            let seqs = indices.map { batch.seqs[$0] }
-            let answer = await send(records: records, seqs: seqs, timeout: timeout, knownRetry: firstRequest && retryOfEarlierRun)
-            firstRequest = false
-            switch answer {
-            case .failure(let error):
-                if error.kind == .cancelled || (Task.isCancelled) { return (sent, .deadline) }
-                if error.kind == .timeout, let deadline, time.now() >= deadline - .milliseconds(1), timeout < configuration.requestTimeout {
-                    return (sent, .deadline)
-                }
-                return (sent, .failed(fail(DeliveryError(.transient, "sending \(records.count) events to \(configuration.url) failed: \(error.message); they stay stored and are retried"), retryAfter: nil)))
-            case .success(let response):
-                let action = StatusAction(status: response.status)
-                switch action {
-                case .acknowledge:
-                    do {
-                        try await onIO { try log.acknowledge(through: end) }
-                    } catch {
-                        return (sent, .failed(storageFailure(error, doing: "acknowledging delivered events")))
-                    }
-                    ackedThrough = isLast ? batch.count - 1 : lastIndex
-                    sent += records.count
-                    counters.sentEvents += UInt64(records.count)
-                    queue.removeFirst()
-                    if counters.paused != nil { diagnostics("delivery to \(configuration.url) resumed") }
-                    counters.consecutiveFailures = 0
-                    counters.paused = nil
-                    counters.lastError = nil
-                    lastFailure = nil
-                case .split, .bisect:
-                    if range.count > 1 {
-                        counters.splits += 1
-                        let middle = range.lowerBound + range.count / 2
-                        queue.replaceSubrange(0..<1, with: [range.lowerBound..<middle, middle..<range.upperBound])
-                        continue
-                    }
-                    // One event the collector refuses: set it aside, acknowledge it, go on.
-                    let reason = action == .split ? "too large for the collector (413)" : Self.reason(from: response)
-                    let entry = RejectedFile.Entry(status: response.status, reason: reason, seq: seqs[0], record: records[0])
-                    let file = rejectedFile, now = nowMillis
-                    let already = setAsideThrough.map { seqs[0] <= $0 } ?? false
-                    do {
-                        if !already {
-                            try await onIO { try file.append([entry], nowMillis: now) }
-                            setAsideThrough = max(setAsideThrough ?? 0, seqs[0])
-                            counters.rejectedEvents += 1
-                        }
-                        try await onIO { try log.acknowledge(through: end) }
-                    } catch {
-                        return (sent, .failed(storageFailure(error, doing: "setting aside a refused event")))
-                    }
-                    ackedThrough = isLast ? batch.count - 1 : lastIndex
-                    queue.removeFirst()
-                case .retry:
-                    let retryAfter = response.header("Retry-After").flatMap { HTTPDate.retryAfter($0, nowMillis: nowMillis) }
-                    return (sent, .failed(fail(DeliveryError(.transient, "\(configuration.url) answered \(response.status) for \(records.count) events; they stay stored and are retried\(retryAfter.map { " after \($0) (Retry-After)" } ?? " with backoff")", status: response.status), retryAfter: retryAfter)))
-                case .pause:
-                    let retryAfter = response.header("Retry-After").flatMap { HTTPDate.retryAfter($0, nowMillis: nowMillis) }
-                    let message = "\(configuration.url) answered \(response.status)\(Self.hint(response.status)); delivery is paused with backoff and every event is kept (\(pendingEvents) pending). Fix the collector URL or credentials"
-                    if counters.paused == nil || counters.lastStatus != response.status { diagnostics(message) }
-                    counters.paused = "HTTP \(response.status)"
-                    counters.lastStatus = response.status
-                    return (sent, .failed(fail(DeliveryError(.configuration, message, status: response.status), retryAfter: retryAfter)))
-                }
-            }
-        }
-        return (sent, nil)
-    }
-
-    static func hint(_ status: Int) -> String {
-        switch status {
-        case 401: " (unauthorized: check the Authorization header)"
-        case 403: " (forbidden: check the credentials' permissions)"
-        case 404: " (not found: check the collector URL)"
-        default: ""
-        }
-    }
-
-    /// The reason recorded for a refused event: the status and the start of the collector's answer.
-    static func reason(from response: TransportResponse) -> String {
-        let text = String(decoding: response.body.prefix(300), as: UTF8.self)
-        return text.isEmpty ? "HTTP \(response.status)" : "HTTP \(response.status): \(text)"
-    }
-
-    func fail(_ error: DeliveryError, retryAfter: Duration?) -> Failure {
-        counters.failedRequests += 1
-        counters.consecutiveFailures += 1
-        counters.lastError = error.message
-        lastFailure = error
-        return Failure(error: error, retryAfter: retryAfter)
-    }
-
-    /// Builds and sends one request. Headers are never logged.
-    func send(records: [ArraySlice<UInt8>], seqs: [UInt64], timeout: Duration, knownRetry: Bool) async -> Result<TransportResponse, TransportError> {
-        let key = IdempotencyKey.make(records: records, seqs: seqs)
-        if key == lastKey {
-            lastAttempt += 1
-        } else {
-            lastKey = key
-            lastAttempt = knownRetry ? 1 : 0
-        }
-        if lastAttempt > 0 { counters.retries += 1 }
-        let sentAt = nowMillis
-        var body = configuration.format.body(records, sentAt: sentAt)
-        var headers: [(name: String, value: String)] = [
-            ("Content-Type", configuration.format.contentType),
-            ("User-Agent", "beacon-swift/\(Self.version)"),
-            ("X-Beacon-Sent-At", String(sentAt)),
-            ("Idempotency-Key", key),
-            ("X-Beacon-Retry", String(lastAttempt)),
-        ]
-        if configuration.gzip {
-            body = Gzip.compress(body)
-            headers.append(("Content-Encoding", "gzip"))
-        }
-        for (name, value) in configuration.headers.sorted(by: { $0.key < $1.key }) { headers.append((name, value)) }
-        let request = TransportRequest(url: configuration.url, headers: headers, body: body, timeout: timeout)
-        let started = time.now()
-        let result: Result<TransportResponse, TransportError>
-        do {
-            result = .success(try await transport.send(request))
-        } catch let error as TransportError {
-            result = .failure(error)
-        } catch is CancellationError {
-            result = .failure(TransportError(.cancelled, "the request was cancelled"))
-        } catch {
-            result = .failure(TransportError(.network, "\(error)"))
-        }
-        let elapsed = time.now() - started
-        let receivedAt = nowMillis
-        if case .success(let response) = result {
-            counters.lastStatus = response.status
-            if (200...299).contains(response.status) {
-                counters.sentRequests += 1
-                counters.sentBytes += UInt64(body.count)
-                lastRequestDuration = elapsed
-            }
-            if let date = response.header("Date"), let seconds = HTTPDate.parse(date) {
-                let midpoint = sentAt + (receivedAt - sentAt) / 2
-                counters.clockSkew = .milliseconds(seconds * 1000 + 500 - midpoint)
-            }
-        }
-        return result
-    }
-}
-
-/// A continuation resumed by whichever comes first.
-final class ResumeOnce<T: Sendable>: Sendable {
-    private let continuation: Mutex<CheckedContinuation<T, Never>?>
-
-    init(_ continuation: CheckedContinuation<T, Never>) {
-        self.continuation = Mutex(continuation)
-    }
-
-    /// Resumes outside the lock (see `Once` in HTTPTransport.swift: resuming under it can deadlock
-    /// against a task cancellation that calls back here).
-    func resume(_ value: T) {
-        let pending = continuation.withLock { c in
-            defer { c = nil }
-            return c
-        }
-        pending?.resume(returning: value)
-    }
 }

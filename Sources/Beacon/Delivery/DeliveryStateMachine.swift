@@ -1,0 +1,269 @@
+/// The decisions of delivering one batch, without I/O: which events to send next, what a
+/// collector's answer means for them, when an event is set aside, and when a pass stops.
+///
+/// The uploader reads a batch, makes a machine for it, and then loops: it asks ``nextAction()``,
+/// performs the action (send a request, write `rejected.jsonl` and acknowledge, or end the pass)
+/// and reports each request's outcome with ``received(_:)``. The machine never sleeps, reads a
+/// clock or touches a file, so every case can be tested by feeding it outcomes.
+///
+/// Events are indices `0..<count` of the batch. The batch is cut into segments, each a range of
+/// events sent as one request; a segment is untried, failed (a retryable answer), delivered (2xx),
+/// or set aside. The leading delivered or set-aside segments are committed (acknowledged) in order.
+///
+/// The rules:
+/// - 2xx delivers a segment. 413 (`split`) and 400/422 (`reject`) halve it; a single event still
+///   refused is set aside at once: the collector said so.
+/// - A retryable answer (5xx, 408, 429, timeout, network error) ends the pass, which is retried
+///   later with backoff, until `isolateAfter` passes at this batch have failed. From then on the
+///   batch is isolated: the failing front segment is halved, depth first, and when the front is a
+///   single event that failed, the segments after it are sent as probes. A 2xx proves the
+///   collector up; a single event that has failed `isolateAfter` times while the collector is
+///   proven up is set aside with the answer it got, and each set-aside uses up the proof. While
+///   nothing succeeds (an outage) nothing is set aside: the pass stops and is retried with backoff.
+/// - Any other answer (`pause`: 401, 403, 404, other 4xx) ends the pass and keeps everything.
+struct DeliveryStateMachine: Sendable {
+    /// What a collector's answer (or its absence) asks for; see ``AnswerAction``.
+    typealias Verdict = AnswerAction
+
+    /// What is kept of an answer for reports and `rejected.jsonl`.
+    struct Answer: Equatable, Sendable {
+        /// The HTTP status; nil when no answer came (timeout, network error).
+        var status: Int?
+        /// The start of the answer's body, or the transport's message when no answer came.
+        var detail: String
+        /// The collector's `Retry-After`, as a wait.
+        var retryAfter: Duration?
+
+        init(status: Int?, detail: String = "", retryAfter: Duration? = nil) {
+            self.status = status
+            self.detail = detail
+            self.retryAfter = retryAfter
+        }
+    }
+
+    /// An event to write to `rejected.jsonl` before the acknowledgement that passes over it.
+    struct SetAside: Equatable, Sendable {
+        enum Reason: Equatable, Sendable {
+            /// 413 (or `split`) for the event alone.
+            case tooLarge
+            /// 400, 422 (or `reject`) for the event alone.
+            case refused
+            /// A retryable answer `isolateAfter` times for the event alone while others succeeded.
+            case keepsFailing
+        }
+        var index: Int
+        var reason: Reason
+        var answer: Answer
+    }
+
+    /// Why a pass stops before the batch is committed.
+    enum Stop: Equatable, Sendable {
+        /// A retryable answer: back off (or wait for `Retry-After`) and try again.
+        case retry(Answer)
+        /// A configuration problem: pause with backoff, report, keep everything.
+        case pause(Answer)
+    }
+
+    enum Action: Equatable, Sendable {
+        /// Send events `range` with `X-Beacon-Retry: retry` (earlier sends of this exact range).
+        case send(Range<Int>, retry: Int)
+        /// Write `setAside` to `rejected.jsonl`, then acknowledge events `0..<through`.
+        case commit(through: Int, setAside: [SetAside])
+        /// Every event of the batch is committed.
+        case finished
+        /// End the pass; the uncommitted events stay pending.
+        case stop(Stop)
+    }
+
+    struct Segment: Equatable, Sendable {
+        enum State: Equatable, Sendable { case untried, failed, delivered, setAside(SetAside) }
+        var range: Range<Int>
+        var state: State = .untried
+        /// Times this exact range was sent.
+        var sends = 0
+        /// Retryable answers for this exact range, in a row.
+        var failures = 0
+        /// The last retryable answer for this range.
+        var lastAnswer: Answer?
+    }
+
+    /// The events in the batch.
+    let count: Int
+    /// Failed passes at the batch before it is isolated (at least 1).
+    let isolateAfter: Int
+    /// The segments not yet committed, in order; they cover `committed..<count`.
+    private(set) var segments: [Segment]
+    /// Events `0..<committed` are acknowledged.
+    private(set) var committed = 0
+    /// Passes at this batch that ended with a retryable failure.
+    private(set) var failedPasses: Int
+    /// A 2xx came since the batch was isolated or since the last event was set aside.
+    private(set) var proven = false
+    /// The segment being sent, awaiting ``received(_:)``.
+    private(set) var inFlight: Int?
+    private var pendingStop: Stop?
+
+    /// A machine for a batch of `count` events (at least one).
+    ///
+    /// - Parameters:
+    ///   - count: the events in the batch.
+    ///   - earlierSends: times the whole batch was already sent without being acknowledged (by an
+    ///     earlier process, from `delivery.inflight`); each counts as a failed pass.
+    ///   - isolateAfter: failed passes at the batch before it is isolated.
+    init(count: Int, earlierSends: Int = 0, isolateAfter: Int) {
+        precondition(count > 0, "a batch holds at least one event")
+        precondition(isolateAfter > 0, "isolateAfter must be positive")
+        self.count = count
+        self.isolateAfter = isolateAfter
+        self.failedPasses = earlierSends
+        self.segments = [Segment(range: 0..<count, sends: earlierSends, failures: earlierSends)]
+        if isolating { beginIsolation() }
+    }
+
+    /// True once `isolateAfter` passes at this batch have failed.
+    var isolating: Bool { failedPasses >= isolateAfter }
+
+    /// The events that a restart must read again to resume this batch, counted from `committed`,
+    /// and the earlier sends to record with them: the request in flight when it starts at the
+    /// committed position (so a restart re-sends the same request), else the rest of the batch
+    /// with its failed passes (so a restart resumes the isolation).
+    var resumePoint: (count: Int, sends: Int) {
+        if !isolating, let i = inFlight ?? segments.indices.first, segments[i].range.lowerBound == committed {
+            return (segments[i].range.upperBound - committed, segments[i].sends)
+        }
+        return (count - committed, failedPasses)
+    }
+
+    // MARK: Decisions
+
+    /// What to do next. After a `.send`, call ``received(_:)`` before asking again.
+    mutating func nextAction() -> Action {
+        precondition(inFlight == nil, "nextAction() while a request is in flight")
+        while true {
+            if let commit = commitResolvedPrefix() { return commit }
+            if let stop = pendingStop {
+                pendingStop = nil
+                endPass()
+                return .stop(stop)
+            }
+            guard let front = segments.first else { return .finished }
+            if front.state == .untried { return send(0) }
+            // The front failed with a retryable answer: only an isolated batch gets here.
+            precondition(front.state == .failed && isolating, "the front segment is \(front.state)")
+            if front.range.count > 1 {
+                halve(0)
+                continue
+            }
+            if proven {
+                if front.failures >= isolateAfter {
+                    let aside = SetAside(index: front.range.lowerBound, reason: .keepsFailing, answer: front.lastAnswer ?? Answer(status: nil))
+                    segments[0].state = .setAside(aside)
+                    proven = false
+                    continue
+                }
+                return send(0)
+            }
+            // Is the collector up? Probe with the next untried segment.
+            if let probe = segments.firstIndex(where: { $0.state == .untried }) { return send(probe) }
+            // Nothing succeeded: an outage, as far as can be told.
+            let answer = front.lastAnswer ?? Answer(status: nil)
+            endPass()
+            return .stop(.retry(answer))
+        }
+    }
+
+    /// Records the answer to the request in flight.
+    mutating func received(_ verdict: Verdict, _ answer: Answer = Answer(status: nil)) {
+        guard let i = inFlight else { preconditionFailure("received(_:) without a request in flight") }
+        inFlight = nil
+        switch verdict {
+        case .acknowledge:
+            segments[i].state = .delivered
+            segments[i].failures = 0
+            proven = true
+        case .split, .reject:
+            if segments[i].range.count > 1 {
+                halve(i)
+            } else {
+                let reason: SetAside.Reason = verdict == .split ? .tooLarge : .refused
+                segments[i].state = .setAside(SetAside(index: segments[i].range.lowerBound, reason: reason, answer: answer))
+            }
+        case .retry:
+            segments[i].state = .failed
+            segments[i].failures += 1
+            segments[i].lastAnswer = answer
+            if !isolating {
+                pendingStop = .retry(answer)
+            } else if i == 0 && segments[i].range.count > 1 {
+                halve(0)
+            }
+        case .pause:
+            segments[i].state = .untried
+            pendingStop = .pause(answer)
+        }
+    }
+
+    /// Forgets the request in flight without an answer: it was not sent (no time left before the
+    /// deadline) or was cancelled (it may have arrived; it counts as sent).
+    mutating func abandon(sent: Bool) {
+        guard let i = inFlight else { preconditionFailure("abandon(sent:) without a request in flight") }
+        inFlight = nil
+        if !sent { segments[i].sends -= 1 }
+    }
+
+    // MARK: Steps
+
+    private mutating func send(_ i: Int) -> Action {
+        let retry = segments[i].sends
+        segments[i].sends += 1
+        inFlight = i
+        return .send(segments[i].range, retry: retry)
+    }
+
+    /// Replaces segment `i` by its two halves (the first half the smaller one for odd counts).
+    private mutating func halve(_ i: Int) {
+        let range = segments[i].range
+        let middle = range.lowerBound + range.count / 2
+        segments.replaceSubrange(i...i, with: [Segment(range: range.lowerBound..<middle), Segment(range: middle..<range.upperBound)])
+    }
+
+    /// The commit of the leading delivered and set-aside segments, if any.
+    private mutating func commitResolvedPrefix() -> Action? {
+        var through = committed
+        var setAside: [SetAside] = []
+        var resolved = 0
+        for segment in segments {
+            if segment.state == .delivered {
+                through = segment.range.upperBound
+            } else if case .setAside(let aside) = segment.state {
+                setAside.append(aside)
+                through = segment.range.upperBound
+            } else {
+                break
+            }
+            resolved += 1
+        }
+        guard resolved > 0 else { return nil }
+        segments.removeFirst(resolved)
+        committed = through
+        return .commit(through: through, setAside: setAside)
+    }
+
+    /// Ends a pass: every failed segment is tried again in the next one, and a retryable failure
+    /// counts towards isolating the batch.
+    private mutating func endPass() {
+        let retryable = segments.contains { $0.state == .failed }
+        for i in segments.indices where segments[i].state == .failed { segments[i].state = .untried }
+        guard retryable else { return }
+        let wasIsolating = isolating
+        failedPasses += 1
+        if !wasIsolating && isolating { beginIsolation() }
+    }
+
+    /// Halves the front segment when it spans more than one event, so the next pass starts the
+    /// search for the event that keeps failing.
+    private mutating func beginIsolation() {
+        proven = false
+        if let front = segments.first, front.range.count > 1, front.state != .delivered { halve(0) }
+    }
+}

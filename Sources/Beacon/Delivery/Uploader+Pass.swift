@@ -1,0 +1,339 @@
+import Foundation
+
+/// A pass: batch after batch until the log is empty, a pass-ending answer, or the deadline. The
+/// decisions are the state machine's; this is the I/O around them.
+extension Uploader {
+    struct Failure: Sendable {
+        var error: DeliveryError
+        var retryAfter: Duration?
+    }
+
+    enum PassOutcome: Sendable {
+        case drained, noData, deadline
+        case failed(Failure)
+    }
+
+    struct Pass: Sendable {
+        var sent: Int
+        var outcome: PassOutcome
+    }
+
+    /// The batch being delivered: the events read, those to send (expired ones left out), and
+    /// the state machine deciding over the indices of `sendable`.
+    struct Session: Sendable {
+        var batch: LogBatch
+        /// Indices in `batch` of the events to send, in order.
+        var sendable: [Int]
+        var machine: DeliveryStateMachine
+        /// The index in `batch` of the last acknowledged record; -1 before the first.
+        var ackedThrough = -1
+        /// Writing `rejected.jsonl` or the acknowledgement failed: read the batch again.
+        var broken = false
+
+        /// The seq the log's checkpoint has while this session is current.
+        var checkpointSeq: UInt64 { ackedThrough < 0 ? batch.start.seq : batch.end(after: ackedThrough).seq }
+
+        /// The index in `batch` of the last record covered by the first `n` sendable events: the
+        /// batch's last record (expired ones included) when `n` covers them all.
+        func batchIndex(coveringSendable n: Int) -> Int {
+            n == sendable.count ? batch.count - 1 : sendable[n - 1]
+        }
+    }
+
+    /// Sends batch after batch until the log is empty, a request fails, or the deadline.
+    func drain(deadline: Duration?) async -> Pass {
+        var sent = 0
+        var sawData = false
+        while true {
+            if Task.isCancelled { return Pass(sent: sent, outcome: .deadline) }
+            var session: Session
+            do {
+                guard let next = try await nextSession() else {
+                    return Pass(sent: sent, outcome: sawData ? .drained : .noData)
+                }
+                sawData = true
+                guard let ready = next else { continue }  // every event expired
+                session = ready
+            } catch {
+                return Pass(sent: sent, outcome: .failed(storageFailure(error, doing: "reading the log")))
+            }
+            let (delivered, outcome) = await deliver(&session, deadline: deadline)
+            sent += delivered
+            current = outcome == nil ? nil : session
+            if let outcome { return Pass(sent: sent, outcome: outcome) }
+        }
+    }
+
+    func storageFailure(_ error: any Error, doing what: String) -> Failure {
+        let failure = Failure(error: error as? DeliveryError ?? DeliveryError(.storage, "\(what) failed: \(error)"))
+        counters.lastError = failure.error.message
+        lastFailure = failure.error
+        return failure
+    }
+
+    /// The batch to deliver: the current one while the checkpoint is where it left it; else the
+    /// range an earlier run had in flight (the same events again, for the same idempotency key);
+    /// else the next events from the checkpoint. Nil when nothing is pending; `.some(nil)` when
+    /// the batch read held only expired events (set aside and acknowledged).
+    func nextSession() async throws -> Session?? {
+        let log = self.log
+        let checkpoint = log.checkpoint
+        if let session = current {
+            // Unless a commit failed, or the quota deleted the batch under us.
+            if !session.broken && session.checkpointSeq == checkpoint.seq { return session }
+            current = nil
+        }
+        if !inflightLoaded {
+            inflightLoaded = true
+            savedInflight = inflightFile.load()
+        }
+        let batch: LogBatch
+        var earlierSends = 0
+        if let range = savedInflight, range.firstSeq == checkpoint.seq {
+            batch = try await onIO { try log.read(maxRecords: range.count, maxBytes: Int.max) }
+            earlierSends = range.sends
+        } else {
+            let count = configuration.eventsPerRequest(pending: pendingEvents), bytes = configuration.maxBatchBytes
+            batch = try await onIO { try log.read(maxRecords: count, maxBytes: bytes) }
+        }
+        if batch.isEmpty { return nil }
+        let sendable = try await setAsideExpired(batch)
+        if sendable.isEmpty {
+            do {
+                try await onIO { try log.acknowledge(through: batch.end) }
+            } catch {
+                throw storageFailure(error, doing: "acknowledging expired events").error
+            }
+            return .some(nil)
+        }
+        let machine = DeliveryStateMachine(count: sendable.count, earlierSends: sendable.count == batch.count ? earlierSends : 0, isolateAfter: configuration.isolateAfterFailures)
+        return Session(batch: batch, sendable: sendable, machine: machine)
+    }
+
+    /// Sets the events older than `maxEventAge` aside (once, even when the batch is read again)
+    /// and returns the indices of the others.
+    func setAsideExpired(_ batch: LogBatch) async throws -> [Int] {
+        var sendable = Array(batch.records.indices)
+        guard let maxAge = configuration.maxEventAge else { return sendable }
+        let cutoff = nowMillis - Int64(maxAge.components.seconds * 1000 + maxAge.components.attoseconds / 1_000_000_000_000_000)
+        var expired: [RejectedFile.Entry] = []
+        sendable.removeAll { i in
+            guard let t = EventTime.millis(in: batch.records[i]), t < cutoff else { return false }
+            expired.append(.init(status: nil, reason: "expired", seq: batch.seqs[i], record: batch.records[i]))
+            return true
+        }
+        // Those set aside by an earlier attempt at this batch are already in rejected.jsonl.
+        if let done = setAsideThrough { expired.removeAll { $0.seq <= done } }
+        guard !expired.isEmpty else { return sendable }
+        let file = rejectedFile, now = nowMillis, entries = expired
+        do {
+            try await onIO { try file.append(entries, nowMillis: now) }
+        } catch {
+            throw storageFailure(error, doing: "setting aside expired events").error
+        }
+        counters.expiredEvents += UInt64(expired.count)
+        setAsideThrough = max(setAsideThrough ?? 0, expired.map(\.seq).max()!)
+        return sendable
+    }
+
+    func onIO<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            ioQueue.async { continuation.resume(with: Result { try body() }) }
+        }
+    }
+
+    var nowMillis: Int64 { Int64((wallClock().timeIntervalSince1970 * 1000).rounded(.down)) }
+
+    /// Performs the state machine's actions for one batch until it is committed (nil) or the pass
+    /// ends. Returns the events the collector accepted.
+    func deliver(_ session: inout Session, deadline: Duration?) async -> (Int, PassOutcome?) {
+        let log = self.log
+        var sent = 0
+        while true {
+            if Task.isCancelled { return (sent, .deadline) }
+            switch session.machine.nextAction() {
+            case .finished:
+                return (sent, nil)
+
+            case .commit(let through, let setAside):
+                let last = session.batchIndex(coveringSendable: through)
+                let end = last == session.batch.count - 1 ? session.batch.end : session.batch.end(after: last)
+                let entries = setAside.map { rejectedEntry($0, session) }.filter { entry in setAsideThrough.map { entry.seq > $0 } ?? true }
+                do {
+                    if !entries.isEmpty {
+                        let file = rejectedFile, now = nowMillis
+                        try await onIO { try file.append(entries, nowMillis: now) }
+                        setAsideThrough = max(setAsideThrough ?? 0, entries.map(\.seq).max()!)
+                        counters.rejectedEvents += UInt64(entries.count)
+                        let seqs = entries.map { String($0.seq) }.joined(separator: ", ")
+                        diagnostics("set aside \(entries.count) event\(entries.count == 1 ? "" : "s") (seq \(seqs)) in \(rejectedFile.path): \(entries[0].reason)")
+                    }
+                    try await onIO { try log.acknowledge(through: end) }
+                } catch {
+                    session.broken = true
+                    return (sent, .failed(storageFailure(error, doing: setAside.isEmpty ? "acknowledging delivered events" : "setting aside a refused event")))
+                }
+                session.ackedThrough = last
+
+            case .stop(.retry(let answer)):
+                let count = session.sendable.count - session.machine.committed
+                let message: String
+                if let status = answer.status {
+                    message = "\(RedactedURL(configuration.url)) answered \(status)\(Self.quote(answer.detail)) for \(count) events; they stay stored and are retried\(answer.retryAfter.map { " after \($0) (Retry-After)" } ?? " with backoff")"
+                } else {
+                    message = "sending \(count) events to \(RedactedURL(configuration.url)) failed: \(answer.detail); they stay stored and are retried"
+                }
+                return (sent, .failed(fail(DeliveryError(.transient, message, status: answer.status), retryAfter: answer.retryAfter)))
+
+            case .stop(.pause(let answer)):
+                let status = answer.status ?? 0
+                let message = "\(RedactedURL(configuration.url)) answered \(status)\(Self.hint(status))\(Self.quote(answer.detail)); delivery is paused with backoff and every event is kept (\(pendingEvents) pending). Fix the collector URL or credentials"
+                if counters.paused == nil || counters.lastStatus != status { diagnostics(message) }
+                counters.paused = "HTTP \(status)"
+                return (sent, .failed(fail(DeliveryError(.configuration, message, status: status), retryAfter: answer.retryAfter)))
+
+            case .send(let range, let retry):
+                guard let timeout = DeliveryTiming.requestTimeout(now: time.now(), deadline: deadline, requestTimeout: configuration.requestTimeout, lastRequestDuration: lastRequestDuration) else {
+                    session.machine.abandon(sent: false)
+                    return (sent, .deadline)
+                }
+                do {
+                    try await recordInflight(session)
+                } catch {
+                    session.machine.abandon(sent: false)
+                    return (sent, .failed(storageFailure(error, doing: "recording the batch in flight")))
+                }
+                let indices = session.sendable[range]
+                let records = indices.map { session.batch.records[$0] }
+                let seqs = indices.map { session.batch.seqs[$0] }
+                let (result, bytes, elapsed) = await send(records: records, seqs: seqs, retry: retry, timeout: timeout)
+                switch result {
+                case .failure(let error) where error.kind == .cancelled || Task.isCancelled:
+                    session.machine.abandon(sent: true)
+                    return (sent, .deadline)
+                case .failure(let error) where error.kind == .timeout && timeout < configuration.requestTimeout && deadline.map { time.now() >= $0 - .milliseconds(1) } == true:
+                    // Cut off by the deadline, not refused by the collector.
+                    session.machine.abandon(sent: true)
+                    return (sent, .deadline)
+                case .failure(let error):
+                    counted(failure: error.message)
+                    session.machine.received(.retry, DeliveryStateMachine.Answer(status: nil, detail: error.message))
+                case .success(let response):
+                    let verdict = AnswerAction.of(response, classifier: configuration.classifyAnswer)
+                    var answer = DeliveryStateMachine.Answer(status: response.status, detail: AnswerExcerpt.text(response.body, limit: AnswerExcerpt.rejectedLimit))
+                    if verdict == .retry || verdict == .pause {
+                        answer.retryAfter = response.header("Retry-After").flatMap { HTTPDate.retryAfter($0, nowMillis: nowMillis) }
+                    }
+                    switch verdict {
+                    case .acknowledge:
+                        sent += records.count
+                        counters.sentRequests += 1
+                        counters.sentBytes += UInt64(bytes)
+                        lastRequestDuration = elapsed
+                        counted(delivered: records.count)
+                    case .split, .reject:
+                        if records.count > 1 { counters.splits += 1 }
+                    case .retry:
+                        counted(failure: "HTTP \(response.status)")
+                    case .pause:
+                        counters.failedRequests += 1
+                    }
+                    session.machine.received(verdict, answer)
+                }
+            }
+        }
+    }
+
+    /// Writes `delivery.inflight` when what a restart must read again changed.
+    func recordInflight(_ session: Session) async throws {
+        let resume = session.machine.resumePoint
+        let last = session.batchIndex(coveringSendable: session.machine.committed + resume.count)
+        let range = InflightFile.Range(firstSeq: session.checkpointSeq, count: last - session.ackedThrough, sends: max(1, resume.sends))
+        guard range != savedInflight else { return }
+        let file = inflightFile
+        try await onIO { try file.save(range) }
+        savedInflight = range
+    }
+
+    /// The `rejected.jsonl` line of an event the state machine set aside.
+    func rejectedEntry(_ aside: DeliveryStateMachine.SetAside, _ session: Session) -> RejectedFile.Entry {
+        let i = session.sendable[aside.index]
+        let answer = aside.answer
+        let said = answer.status.map { "HTTP \($0)" + (answer.detail.isEmpty ? "" : ": " + answer.detail) } ?? answer.detail
+        let reason: String
+        switch aside.reason {
+        case .tooLarge: reason = "too large for the collector (\(answer.status.map { "HTTP \($0)" } ?? "split"))"
+        case .refused: reason = said.isEmpty ? "refused" : said
+        case .keepsFailing: reason = "failed \(configuration.isolateAfterFailures) times alone while other events were delivered: \(said)"
+        }
+        return RejectedFile.Entry(status: answer.status, reason: reason, seq: session.batch.seqs[i], record: session.batch.records[i])
+    }
+
+    static func hint(_ status: Int) -> String {
+        switch status {
+        case 401: " (unauthorized: check the Authorization header)"
+        case 403: " (forbidden: check the credentials' permissions)"
+        case 404: " (not found: check the collector URL)"
+        default: ""
+        }
+    }
+
+    /// The collector's explanation, quoted for a one-line message (cut to 512 bytes).
+    static func quote(_ detail: String) -> String {
+        guard !detail.isEmpty else { return "" }
+        let limit = AnswerExcerpt.messageLimit
+        return ": \"" + (detail.utf8.count > limit ? AnswerExcerpt.text(Array(detail.utf8), limit: limit) : detail) + "\""
+    }
+
+    func counted(failure message: String) {
+        counters.failedRequests += 1
+        counters.consecutiveFailures += 1
+        counters.lastError = message
+    }
+
+    func counted(delivered events: Int) {
+        counters.sentEvents += UInt64(events)
+        if counters.paused != nil { diagnostics("delivery to \(RedactedURL(configuration.url)) resumed") }
+        counters.consecutiveFailures = 0
+        counters.paused = nil
+        counters.lastError = nil
+        lastFailure = nil
+        failedPasses = 0
+    }
+
+    /// Ends a pass with a failure.
+    func fail(_ error: DeliveryError, retryAfter: Duration?) -> Failure {
+        counters.lastError = error.message
+        lastFailure = error
+        return Failure(error: error, retryAfter: retryAfter)
+    }
+
+    /// Builds and sends one request; the single place a request goes out. Returns the answer, the
+    /// body's size as sent and how long it took. Headers are never logged.
+    func send(records: [ArraySlice<UInt8>], seqs: [UInt64], retry: Int, timeout: Duration) async -> (Result<TransportResponse, TransportError>, bytes: Int, elapsed: Duration) {
+        if retry > 0 { counters.retries += 1 }
+        let sentAt = nowMillis
+        let request = requests.request(records: records, seqs: seqs, sentAt: sentAt, retry: retry, timeout: timeout)
+        let started = time.now()
+        let result: Result<TransportResponse, TransportError>
+        do {
+            result = .success(try await transport.send(request))
+        } catch let error as TransportError {
+            result = .failure(error)
+        } catch is CancellationError {
+            result = .failure(TransportError(.cancelled, "the request was cancelled"))
+        } catch {
+            result = .failure(TransportError(.network, "\(error)"))
+        }
+        let elapsed = time.now() - started
+        let receivedAt = nowMillis
+        if case .success(let response) = result {
+            counters.lastStatus = response.status
+            if let date = response.header("Date"), let seconds = HTTPDate.parse(date) {
+                let midpoint = sentAt + (receivedAt - sentAt) / 2
+                counters.clockSkew = .milliseconds(seconds * 1000 + 500 - midpoint)
+            }
+        }
+        return (result, request.body.count, elapsed)
+    }
+}
