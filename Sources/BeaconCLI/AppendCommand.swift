@@ -10,8 +10,8 @@ struct AppendCommand: Command {
           Reads standard input, one JSON value per line, and appends each as a record while holding
           DIR's writer lock (DIR is created if missing). Surrounding whitespace is trimmed. A line
           that is not valid JSON (RFC 8259) or is too large is reported on stderr with its line
-          number and reason and is not appended; the others are. Everything appended is durable
-          when the command exits.
+          number and reason and is not appended; the others are, and are durable when the
+          command exits 0 or 65.
           --sync each    every record is durable (fsync) before the next line is processed
           --sync batch   group commit: one write + fsync every 10 ms (or 10000 records), so a
                          power loss loses at most the last 10 ms of input (default)
