@@ -35,7 +35,8 @@ let package = Package(
         .executableTarget(name: "beacon-test-child", dependencies: ["Beacon", "BeaconLog"], path: "Tests/Child"),
         .testTarget(name: "BeaconLogTests", dependencies: ["BeaconLog", "beacon-test-child"]),
         .testTarget(name: "BeaconTests", dependencies: ["Beacon", "BeaconLog", "BeaconTesting", "beacon-test-child"]),
-        .testTarget(name: "BeaconCLITests", dependencies: ["BeaconLog", "BeaconCLI", "BeaconTesting"]),
+        // Also the ClickHouse integration suite: it drives the built `beacon`, the test child and a tracker.
+        .testTarget(name: "BeaconCLITests", dependencies: ["Beacon", "BeaconLog", "BeaconCLI", "BeaconTesting", "beacon-test-child"]),
     ],
     swiftLanguageModes: [.v6]
 )
