@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import Testing
 @testable import BeaconLog
+import FaultInjection
 
 /// `close()` whose final commit fails: it reports the error and never loses the records silently.
 @Suite("close() with a failing final commit")
