@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+@_exported import BeaconTestSupport
 
 /// What one run of the `beacon` executable did.
 struct ToolResult {
@@ -81,13 +82,6 @@ enum BeaconToolRunner {
         let err = String(decoding: FileManager.default.contents(atPath: scratch + ".err") ?? Data(), as: UTF8.self)
         return ToolResult(status: process.terminationStatus, stdout: out, stderr: err)
     }
-}
-
-/// A unique temporary directory, removed when `body` returns.
-func withTemporaryDirectory<T>(_ body: (String) throws -> T) throws -> T {
-    let path = FileManager.default.temporaryDirectory.appendingPathComponent("beacon-cli-\(UUID().uuidString)").path
-    defer { try? FileManager.default.removeItem(atPath: path) }
-    return try body(path)
 }
 
 /// Workload-style events (WORKLOAD.md), `n` of them starting at `from`.
@@ -175,14 +169,4 @@ final class RunningTool {
         if process.isRunning { kill() }
         try? FileManager.default.removeItem(atPath: errPath)
     }
-}
-
-/// Polls `condition` every 10 ms for up to `seconds`; returns whether it became true.
-func eventually(within seconds: Double = 10, _ condition: () throws -> Bool) rethrows -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if try condition() { return true }
-        usleep(10_000)
-    }
-    return try condition()
 }

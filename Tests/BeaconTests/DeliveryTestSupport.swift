@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 @testable import Beacon
 import BeaconTesting
@@ -63,16 +64,4 @@ final class DiagnosticsSink: Sendable {
     let lines = Mutex<[String]>([])
     var all: [String] { lines.withLock { $0 } }
     var handler: @Sendable (String) -> Void { { [self] line in lines.withLock { $0.append(line) } } }
-}
-
-import Synchronization
-
-/// Waits (really) until `condition` holds or `seconds` pass; for conditions no event announces.
-func eventually(_ seconds: Double = 5, _ condition: () async -> Bool) async -> Bool {
-    let end = Date().addingTimeInterval(seconds)
-    while Date() < end {
-        if await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(5))
-    }
-    return await condition()
 }
