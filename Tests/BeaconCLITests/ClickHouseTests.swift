@@ -2,6 +2,7 @@ import Beacon
 import BeaconLog
 import Foundation
 import Glibc
+import BeaconTestSupport
 import Testing
 
 // Delivery into a real ClickHouse (Debian's clickhouse-server 18.16 and later), started privately
@@ -113,31 +114,31 @@ struct ClickHouseTests {
     func tracker() async throws {
         let server = try ClickHouseServer.shared()
         try createEventsTable(server, "tracked")
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("beacon-ch-\(UUID().uuidString)").path
-        defer { try? FileManager.default.removeItem(atPath: dir) }
-        var config = Beacon.Configuration(directory: dir, serverURL: server.insertURL(table: "tracked"))
-        config.lifecycleEvents = false
-        var delivery = DeliveryConfiguration(url: server.insertURL(table: "tracked"))
-        delivery.format = .ndjson
-        delivery.batchSize = 100
-        config.delivery = delivery
-        let beacon = try Beacon(configuration: config)
-        let count = 1_000
-        for n in 0..<count {
-            beacon.track("Purchase", properties: ["n": .int(n), "price": 9.99, "item": "book", "vip": .bool(n % 2 == 0), "tags": ["a", "b"]], distinctId: "user-\(n % 7)")
-        }
-        let report = await beacon.shutdown(deadline: .seconds(30))
-        #expect(report.remaining == 0, "\(report)")
+        try await withTrackerDirectory { dir in
+            var config = Beacon.Configuration(directory: dir)
+            config.lifecycleEvents = false
+            var delivery = DeliveryConfiguration(url: server.insertURL(table: "tracked"))
+            delivery.format = .ndjson
+            delivery.batchSize = 100
+            config.delivery = delivery
+            let beacon = try Beacon(configuration: config)
+            let count = 1_000
+            for n in 0..<count {
+                beacon.track("Purchase", properties: ["n": .int(n), "price": 9.99, "item": "book", "vip": .bool(n % 2 == 0), "tags": ["a", "b"]], distinctId: "user-\(n % 7)")
+            }
+            let report = await beacon.shutdown(deadline: .seconds(30))
+            #expect(report.remaining == 0, "\(report)")
 
-        let firsts = firstOccurrences(try inserts(server, "tracked"))
-        #expect(firsts == Array(0..<count))
-        #expect(try dedupCount(server, "tracked") == count)
-        let rows = try server.rows("SELECT properties.n, event, distinct_id, properties.price, properties.item, properties.vip, properties.tags, `properties.$lib` FROM tracked FINAL ORDER BY properties.n LIMIT 3")
-        #expect(rows == [
-            ["0", "Purchase", "user-0", "9.99", "book", "1", "['a','b']", "Swift"],
-            ["1", "Purchase", "user-1", "9.99", "book", "0", "['a','b']", "Swift"],
-            ["2", "Purchase", "user-2", "9.99", "book", "1", "['a','b']", "Swift"],
-        ])
+            let firsts = firstOccurrences(try inserts(server, "tracked"))
+            #expect(firsts == Array(0..<count))
+            #expect(try dedupCount(server, "tracked") == count)
+            let rows = try server.rows("SELECT properties.n, event, distinct_id, properties.price, properties.item, properties.vip, properties.tags, `properties.$lib` FROM tracked FINAL ORDER BY properties.n LIMIT 3")
+            #expect(rows == [
+                ["0", "Purchase", "user-0", "9.99", "book", "1", "['a','b']", "Swift"],
+                ["1", "Purchase", "user-1", "9.99", "book", "0", "['a','b']", "Swift"],
+                ["2", "Purchase", "user-2", "9.99", "book", "1", "['a','b']", "Swift"],
+            ])
+        }
     }
 
     @Test("beacon send --format ndjson drains a backlog into ClickHouse, each event once, in order", arguments: [false, true])
@@ -186,7 +187,7 @@ struct ClickHouseTests {
     func clickHouseKilled() async throws {
         let server = try ClickHouseServer.shared()
         try createEventsTable(server, "outage")
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("beacon-ch-\(UUID().uuidString)").path
+        let dir = temporaryDirectoryPath()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let count = 5_000
         try appendedLog(dir, numberedEvents(count))
@@ -209,9 +210,9 @@ struct ClickHouseTests {
         let server = try ClickHouseServer.shared()
         try createEventsTable(server, "restarts")
         let url = server.insertURL(table: "restarts").absoluteString
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("beacon-ch-\(UUID().uuidString)").path
+        let dir = temporaryDirectoryPath()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let child = BeaconToolRunner.builtExecutable("beacon-test-child")
+        let child = try childExecutablePath()
         var durable = Set<Int>()
         var tracked = Set<Int>()
         var generator = SystemRandomNumberGenerator()
@@ -222,7 +223,7 @@ struct ClickHouseTests {
             let out = dir + ".round\(round)"
             defer { try? FileManager.default.removeItem(atPath: out) }
             let service = try RunningTool(["deliver", dir, url, String(start), String(count), "ndjson"], stdoutFile: out, executable: child)
-            #expect(eventually { lines(of: out).contains("ready") }, "round \(round) started")
+            #expect(await eventually(10) { lines(of: out).contains("ready") }, "round \(round) started")
             if last {
                 // A last run that is not killed delivers the rest and shuts down cleanly.
                 let end = try service.finish()
