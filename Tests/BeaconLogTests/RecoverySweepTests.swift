@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import BeaconLog
+import FaultInjection
 
 /// A log directory's files, captured once and written out again for each damaged variant.
 struct LogSnapshot {
@@ -47,7 +48,7 @@ struct LogSnapshot {
     }
 }
 
-/// Recovery on open (DESIGN §3.4, §3.5): every way the newest segment's tail can be torn, and
+/// Recovery on open: every way the newest segment's tail can be torn, and
 /// single damaged records anywhere.
 @Suite struct RecoverySweepTests {
     enum Damage: String, CaseIterable, Sendable {

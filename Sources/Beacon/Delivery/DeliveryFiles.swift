@@ -1,32 +1,20 @@
+import BeaconLog
 import Foundation
-import Glibc
-
-/// Writes whole buffers to a file descriptor, retrying on `EINTR` and short writes.
-func writeAll(_ fd: Int32, _ bytes: [UInt8], path: String) throws {
-    var done = 0
-    try bytes.withUnsafeBytes { raw in
-        while done < raw.count {
-            let n = Glibc.write(fd, raw.baseAddress! + done, raw.count - done)
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw DeliveryError(.storage, "write to \(path) failed: \(String(cString: strerror(errno))); check free space and permissions")
-            }
-            done += n
-        }
-    }
-}
 
 /// `rejected.jsonl` in the log directory: one line per event set aside, never re-sent
 /// automatically. Each line is
 /// `{"status":400,"reason":"…","seq":12,"rejected_at":<epoch ms>,"record":<the event, verbatim>}`
-/// (`"status":null` for expired events). Appended with `O_APPEND` and fsynced before the events
-/// are acknowledged, so an event is in the log or in this file, never in neither.
+/// (`"status":null` for expired events). Appended and fsynced (through the log's file-system seam)
+/// before the events are acknowledged, so an event is in the log or in this file, never in
+/// neither; a failed append leaves the file as it was, so a retry does not write a line twice.
 struct RejectedFile {
     static let fileName = "rejected.jsonl"
     let path: String
+    let fileSystem: any FileSystem
 
-    init(directory: String) {
+    init(directory: String, fileSystem: any FileSystem) {
         path = directory + "/" + Self.fileName
+        self.fileSystem = fileSystem
     }
 
     struct Entry {
@@ -48,15 +36,7 @@ struct RejectedFile {
             bytes.append(contentsOf: entry.record)
             bytes.append(contentsOf: "}\n".utf8)
         }
-        let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)
-        guard fd >= 0 else {
-            throw DeliveryError(.storage, "cannot open \(path): \(String(cString: strerror(errno))); check the log directory's permissions")
-        }
-        defer { close(fd) }
-        try writeAll(fd, bytes, path: path)
-        guard fsync(fd) == 0 else {
-            throw DeliveryError(.storage, "fsync of \(path) failed: \(String(cString: strerror(errno))); the refused events stay pending")
-        }
+        try fileSystem.appendDurably(path, bytes)
     }
 }
 
@@ -89,9 +69,11 @@ func appendJSONString(_ text: String, to bytes: inout [UInt8]) {
 struct InflightFile {
     static let fileName = "delivery.inflight"
     let path: String
+    let fileSystem: any FileSystem
 
-    init(directory: String) {
+    init(directory: String, fileSystem: any FileSystem) {
         path = directory + "/" + Self.fileName
+        self.fileSystem = fileSystem
     }
 
     struct Range: Equatable {
@@ -101,29 +83,17 @@ struct InflightFile {
         var sends: Int = 1
     }
 
+    /// The range saved last, or nil if there is none or it cannot be read (the next batch is then
+    /// cut afresh).
     func load() -> Range? {
-        guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else { return nil }
-        let parts = text.split(whereSeparator: { $0 == " " || $0 == "\n" })
+        guard let bytes = (try? fileSystem.contents(ofFile: path)) ?? nil else { return nil }
+        let parts = String(decoding: bytes, as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\n" })
         guard parts.count == 2 || parts.count == 3, let first = UInt64(parts[0]), let count = Int(parts[1]), count > 0 else { return nil }
         let sends = parts.count == 3 ? Int(parts[2]) ?? 1 : 1
         return Range(firstSeq: first, count: count, sends: max(1, sends))
     }
 
     func save(_ range: Range) throws {
-        let tmp = path + ".tmp"
-        let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else {
-            throw DeliveryError(.storage, "cannot write \(tmp): \(String(cString: strerror(errno))); check the log directory's permissions")
-        }
-        do {
-            try writeAll(fd, Array("\(range.firstSeq) \(range.count) \(range.sends)\n".utf8), path: tmp)
-        } catch {
-            close(fd)
-            throw error
-        }
-        close(fd)
-        guard rename(tmp, path) == 0 else {
-            throw DeliveryError(.storage, "cannot rename \(tmp) to \(path): \(String(cString: strerror(errno)))")
-        }
+        try fileSystem.replaceFile(path, with: Array("\(range.firstSeq) \(range.count) \(range.sends)\n".utf8), durably: false)
     }
 }

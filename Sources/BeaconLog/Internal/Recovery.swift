@@ -3,7 +3,7 @@ import Glibc
 /// Opening a log directory: find the segments, repair the newest one, load and check the checkpoint.
 ///
 /// Reads only the newest segment (and older ones only while the newer are empty) and one record at
-/// the checkpoint, so opening costs O(newest segment), not O(backlog) (DESIGN §3.8).
+/// the checkpoint, so opening costs O(newest segment), not O(backlog): a large backlog must not slow a restart.
 enum Recovery {
     struct Opened {
         var state: State
@@ -157,7 +157,7 @@ enum Recovery {
         // Resynchronise: the first valid record at or after the checkpoint's seq.
         let file = try fs.open(path, .read)
         defer { fs.close(file) }
-        let bytes = try readAll(file, fs: fs)
+        let bytes = try fs.readAll(file)
         var found: LogPosition?
         var validEnd: UInt64 = 0
         bytes.withUnsafeBytes { raw in
@@ -216,7 +216,7 @@ enum Recovery {
     static func scanSegment(path: String, fs: any FileSystem) throws -> Scan {
         let file = try fs.open(path, .read)
         defer { fs.close(file) }
-        let bytes = try readAll(file, fs: fs)
+        let bytes = try fs.readAll(file)
         var scan = Scan(size: UInt64(bytes.count), validEnd: 0, lastSeq: nil)
         bytes.withUnsafeBytes { raw in
             forEachLine(raw) { range, parsed in
@@ -227,21 +227,6 @@ enum Recovery {
             }
         }
         return scan
-    }
-
-    static func readAll(_ file: LogFile, fs: any FileSystem) throws -> [UInt8] {
-        let size = Int(try fs.size(file))
-        var bytes = [UInt8](repeating: 0, count: size)
-        var done = 0
-        try bytes.withUnsafeMutableBytes { raw in
-            while done < size {
-                let n = try fs.read(file, into: UnsafeMutableRawBufferPointer(rebasing: raw[done...]), at: UInt64(done))
-                if n == 0 { break }
-                done += n
-            }
-        }
-        if done < size { bytes.removeLast(size - done) }
-        return bytes
     }
 
     /// Calls `body` for every complete line (ending in `\n`) with its range (without the newline)
