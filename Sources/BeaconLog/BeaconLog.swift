@@ -34,6 +34,8 @@ public final class BeaconLog: Sendable {
     let writerIO: Mutex<WriterIO>
     let readerIO: Mutex<ReaderIO>
     let flushQueue = DispatchQueue(label: "beacon.log.flush")
+    /// Held by a counters save from its snapshot to its last write (taken before `state`).
+    let countersSaving = Mutex(())
 
     /// Opens (or creates) the log in `configuration.directory`, recovering it after an unclean stop.
     ///

@@ -46,6 +46,7 @@ package final class FaultyFileSystem: FileSystem, Sendable {
         var recorded: [RecordedOperation] = []
         var spaceLeft: Int?
         var skipSyncs = false
+        var beforeCall: (@Sendable (Operation, String) -> Void)?
     }
 
     package let base = SystemFileSystem()
@@ -80,6 +81,13 @@ package final class FaultyFileSystem: FileSystem, Sendable {
     package var skipSyncs: Bool {
         get { script.withLock { $0.skipSyncs } }
         set { script.withLock { $0.skipSyncs = newValue } }
+    }
+
+    /// Called before each call with its kind and path, on the caller's thread: a test can block
+    /// there to force an interleaving of two threads.
+    package var beforeCall: (@Sendable (Operation, String) -> Void)? {
+        get { script.withLock { $0.beforeCall } }
+        set { script.withLock { $0.beforeCall = newValue } }
     }
 
     /// When true, every change the calls make to the file system (creations, written bytes,
@@ -120,7 +128,8 @@ package final class FaultyFileSystem: FileSystem, Sendable {
 
     /// Records the call and returns the errno to fail it with, if a fault fires.
     private func check(_ operation: Operation, _ path: String, bytes: Int = 0) -> (errno: Int32, afterBytes: Int?)? {
-        script.withLock { s in
+        script.withLock { $0.beforeCall }?(operation, path)
+        return script.withLock { s in
             var hit: (Int32, Int?)?
             for i in s.faults.indices where s.faults[i].operation == nil || s.faults[i].operation == operation {
                 if let pattern = s.faults[i].pathContains, !path.contains(pattern) { continue }

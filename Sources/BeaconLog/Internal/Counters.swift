@@ -92,7 +92,15 @@ extension BeaconLog {
     }
 
     /// Saves the counters this instance owns if they changed.
+    ///
+    /// One save at a time, from taking the snapshot to replacing the files: a save scheduled in
+    /// the background and `close()`'s own would otherwise share the `.tmp` file, and the one with
+    /// the older snapshot could replace the file last.
     func saveCounters() {
+        countersSaving.withLock { _ in saveCountersNow() }
+    }
+
+    private func saveCountersNow() {
         let counters = state.withLock { s -> PersistedCounters? in
             s.countersSaveScheduled = false
             guard s.countersDirty else { return nil }
