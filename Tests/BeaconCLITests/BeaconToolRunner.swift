@@ -56,10 +56,10 @@ enum BeaconToolRunner {
             process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
         }
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: scratch + ".err"))
-        try process.run()
         // The tool may exit before reading everything (usage errors, a bad directory): writing
         // then fails with EPIPE, which must not kill the test process with SIGPIPE.
-        signal(SIGPIPE, SIG_IGN)
+        ignoreBrokenPipes()
+        try process.run()
         let writer = Thread {
             let handle = input.fileHandleForWriting
             stdin.withUnsafeBytes { raw in
@@ -125,6 +125,8 @@ final class RunningTool {
         try out.seekToEnd()
         process.standardOutput = out
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
+        // The tool may exit (or be killed) before ``send(_:)`` writes: EPIPE, not SIGPIPE.
+        ignoreBrokenPipes()
         try process.run()
     }
 

@@ -1,9 +1,18 @@
 import Foundation
+import Glibc
+
+/// Makes a write to a pipe or socket whose reader is gone fail with `EPIPE` instead of killing
+/// the whole test process with `SIGPIPE`: tests write to children's stdin, and a child may exit
+/// (or be killed) before reading all of it. Process-wide; call it before starting a child.
+public func ignoreBrokenPipes() {
+    signal(SIGPIPE, SIG_IGN)
+}
 
 /// Where `swift build --build-tests` put `beacon-test-child`, the process crash tests start and
 /// kill: next to the test bundle, or in the package's `.build/debug`, found by walking up from
 /// this file.
 public func childExecutablePath() throws -> String {
+    ignoreBrokenPipes()
     var candidates: [String] = []
     let bundle = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
     candidates.append(bundle.appendingPathComponent("beacon-test-child").path)

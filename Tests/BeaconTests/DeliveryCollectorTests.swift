@@ -236,7 +236,7 @@ struct DeliveryCollectorTests {
         chunked += Array("0\r\n\r\n".utf8)
         let plain = Array("POST /events HTTP/1.1\r\nHost: x\r\nContent-Length: 9\r\n\r\n{\"c\":4}\n\n".utf8)
         for message in [chunked, plain] {
-            _ = message.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+            _ = message.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         }
         await collector.waitForRequests(count: 2)
         let requests = collector.requests

@@ -13,6 +13,8 @@ final class DeliverChild: @unchecked Sendable {
     final class LineSink: Sendable {
         let lines = Mutex<[String]>([])
         let partial = Mutex<String>("")
+        /// The pipe reached its end: every line the child printed is in `lines`.
+        let ended = Atomic(false)
     }
 
     init(directory: String, url: URL, start: Int, count: Int) throws {
@@ -23,7 +25,13 @@ final class DeliverChild: @unchecked Sendable {
         process.standardOutput = pipe
         pipe.fileHandleForReading.readabilityHandler = { [sink] handle in
             let data = handle.availableData
-            if data.isEmpty { handle.readabilityHandler = nil; return }
+            if data.isEmpty {
+                handle.readabilityHandler = nil
+                let rest = sink.partial.withLock { buffer in defer { buffer = "" }; return buffer }
+                if !rest.isEmpty { sink.lines.withLock { $0.append(rest) } }
+                sink.ended.store(true, ordering: .sequentiallyConsistent)
+                return
+            }
             let complete = sink.partial.withLock { buffer -> [String] in
                 buffer += String(decoding: data, as: UTF8.self)
                 var parts = buffer.components(separatedBy: "\n")
@@ -36,6 +44,14 @@ final class DeliverChild: @unchecked Sendable {
     }
 
     var output: [String] { sink.lines.withLock { $0 } }
+
+    /// Waits for the child to exit and for its output to be read to the end. Its exit does not
+    /// mean its last lines were read: the pipe is read on another thread. Returns whether the
+    /// end was seen; the generous bound only matters under load (it returns at the end).
+    func finish() async -> Bool {
+        process.waitUntilExit()
+        return await eventually(30) { self.sink.ended.load(ordering: .sequentiallyConsistent) }
+    }
 
     /// The highest n reported durable.
     var lastDurable: Int? { output.compactMap { $0.hasPrefix("durable ") ? Int($0.dropFirst(8)) : nil }.max() }
@@ -71,14 +87,13 @@ struct DeliveryKillTests {
             #expect(await eventually(10) { child.output.contains("ready") }, "round \(round) started")
             try await Task.sleep(for: .milliseconds(Int.random(in: 20...250, using: &generator)))
             child.kill()
-            child.process.waitUntilExit()
-            try await Task.sleep(for: .milliseconds(20))
+            #expect(await child.finish(), "round \(round): the output's end")
             if let last = child.lastDurable { durable.formUnion(start...last) }
             tracked.formUnion(start..<(start + perRound))
         }
         // A last run that is not killed delivers the rest and shuts down cleanly.
         let last = try DeliverChild(directory: dir.path, url: collector.url, start: rounds * perRound, count: 30)
-        last.process.waitUntilExit()
+        #expect(await last.finish(), "the last run's output's end")
         #expect(last.process.terminationStatus == 0)
         tracked.formUnion((rounds * perRound)..<(rounds * perRound + 30))
         durable.formUnion((rounds * perRound)..<(rounds * perRound + 30))
@@ -128,7 +143,7 @@ struct DeliveryKillTests {
         let child = try DeliverChild(directory: dir.path, url: collector.url, start: 0, count: 100_000)
         #expect(await eventually(10) { (child.lastDurable ?? 0) >= 50 })
         child.kill(SIGTERM)
-        child.process.waitUntilExit()
+        #expect(await child.finish(), "the output's end")
         #expect(child.process.terminationStatus == 128 + SIGTERM)
         let last = try #require(child.lastDurable)
         let received = collector.acceptedEvents.compactMap { numberedN($0) }
