@@ -66,7 +66,7 @@ extension Beacon {
     ///   still has the request timeout). No request is started that cannot finish before it.
     public func flush(deadline: Duration? = nil) async -> FlushResult {
         guard let uploader = delivery.uploader else { return noDelivery() }
-        await Beacon.offThread { [writer] in writer.waitUntilWritten() }
+        await BlockingQueue.run { [writer] in writer.waitUntilWritten() }
         return await uploader.flush(deadline: deadline)
     }
 
@@ -115,12 +115,12 @@ extension Beacon {
         // instead of closing the log under it.
         guard logClosed.tryStart() else {
             // close() got there first: the log is closed or closing; nothing more can be sent.
-            await Beacon.offThread { [self] in logClosed.waitUntilFinished() }
+            await BlockingQueue.run { [self] in logClosed.waitUntilFinished() }
             let result = FlushResult(sent: 0, remaining: pendingOnDisk(), outcome: .failed(DeliveryError(.stopped, "the tracker was closed with close() before shutdown(); pending events stay on disk")))
             resumeRunWaiters(result)
             return result
         }
-        await Beacon.offThread { [self] in finishWriting() }
+        await BlockingQueue.run { [self] in finishWriting() }
         var result: FlushResult
         if let uploader = delivery.uploader {
             let left = target.map { max(.zero, $0 - time.now()) }
@@ -128,7 +128,7 @@ extension Beacon {
         } else {
             result = noDelivery()
         }
-        await Beacon.offThread { [self] in closeLogNow() }
+        await BlockingQueue.run { [self] in closeLogNow() }
         logClosed.finish()
         result.remaining = pendingOnDisk()
         return resumeRunWaiters(result)
@@ -213,14 +213,4 @@ extension Beacon {
         log.stats.pendingRecords
     }
 
-    /// Runs blocking work on its own thread and waits for it without blocking the caller's executor.
-    static func offThread(_ work: @escaping @Sendable () -> Void) async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let thread = Thread {
-                work()
-                continuation.resume()
-            }
-            thread.start()
-        }
-    }
 }

@@ -239,13 +239,9 @@ public final class Beacon: Sendable {
     /// releasing its lock. Later `track` calls are dropped (counted as `"closed"`). Closing twice
     /// does nothing.
     public func close() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let thread = Thread { [self] in
-                finishWriting()
-                closeLog()
-                continuation.resume()
-            }
-            thread.start()
+        await BlockingQueue.run { [self] in
+            finishWriting()
+            closeLog()
         }
     }
 
@@ -324,8 +320,9 @@ extension Beacon {
     }
 
     static func microseconds(_ duration: Duration) -> Int64 {
-        let (seconds, attoseconds) = duration.components
-        return seconds * 1_000_000 + (attoseconds + 500_000_000_000 * (attoseconds >= 0 ? 1 : -1)) / 1_000_000_000_000
+        let nanoseconds = duration.nanoseconds
+        let (whole, rest) = nanoseconds.quotientAndRemainder(dividingBy: 1000)
+        return whole + (rest >= 500 ? 1 : rest <= -500 ? -1 : 0)
     }
 
     /// Unique within the instance (a bijective mix of a counter), random-looking across instances.

@@ -11,7 +11,7 @@
 /// - ``CLIError`` and ``ExitCode``: throw a `CLIError`, or let a `BeaconLogError` through:
 ///   ``ExitCode/forError(_:)`` maps it (`.locked` → 75, I/O → 74, bad records → 65).
 /// - ``Console``: buffered stdout/stderr with `write(2)`; EPIPE becomes exit 74.
-/// - ``JSONValidator`` and ``JSONText``: validate and write JSON without Foundation.
+/// - ``JSONValidator`` and Beacon's `JSONBytes.quoted`: validate and write JSON without Foundation.
 /// - ``Interruption``: SIGINT/SIGTERM as a request to finish cleanly.
 ///
 /// ```swift

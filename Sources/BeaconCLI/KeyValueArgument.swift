@@ -1,3 +1,5 @@
+import Beacon
+
 /// A `key=value` command-line argument, such as `price=9.99` or `item=book`.
 ///
 /// The key is everything before the first `=` and must not be empty; the value is the rest and
@@ -20,7 +22,7 @@ struct KeyValueArgument: Sendable, Equatable {
         /// The value as JSON text: strings quoted and escaped.
         var json: String {
             switch self {
-            case .string(let text): JSONText.quoted(text)
+            case .string(let text): JSONBytes.quoted(text)
             case .number(let text): text
             case .bool(let flag): flag ? "true" : "false"
             case .null: "null"
@@ -65,28 +67,5 @@ struct KeyValueArgument: Sendable, Equatable {
             return .number(text)
         }
         return .string(text)
-    }
-}
-
-/// Writing JSON text by hand (the tool never uses JSONSerialization).
-enum JSONText {
-    /// `text` as a JSON string literal: quotes, backslashes and control characters escaped.
-    static func quoted(_ text: String) -> String {
-        var out = "\""
-        out.reserveCapacity(text.utf8.count + 2)
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case let c where c.value < 0x20:
-                let hex = String(c.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
     }
 }

@@ -1,3 +1,5 @@
+import Beacon
+
 /// A command's arguments split into options with values, boolean flags and positionals.
 ///
 /// Options take a value as `--name VALUE` or `--name=VALUE` and may repeat; flags take none;
@@ -63,8 +65,13 @@ struct ParsedArguments: Sendable {
             throw CLIError(.usage, "missing \(missing)")
         }
         if positionals.count > count.upperBound {
-            throw CLIError(.usage, "unexpected argument '\(positionals[count.upperBound])'")
+            throw CLIError(.usage, "unexpected argument '\(Self.displayed(positionals[count.upperBound]))'")
         }
+    }
+
+    /// An argument as it may be echoed in an error: a URL loses its credentials and query values.
+    static func displayed(_ argument: String) -> String {
+        argument.contains("://") ? RedactedURL(text: argument).description : argument
     }
 
     /// Whether the flag `name` was given.

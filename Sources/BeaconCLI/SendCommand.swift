@@ -35,7 +35,7 @@ struct SendCommand: Command {
         let args = try ParsedArguments(arguments, options: ["--url", "--batch", "--format", "--header", "--retries"], flags: ["--gzip", "--follow"], positionals: 1...1)
         guard let urlText = args.value("--url") else { throw CLIError(.usage, "--url is required") }
         guard let url = URL(string: urlText), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host != nil else {
-            throw CLIError(.usage, "--url must be an http or https URL, not '\(urlText)'")
+            throw CLIError(.usage, "--url must be an http or https URL, not '\(RedactedURL(text: urlText))'")
         }
         var config = DeliveryConfiguration(url: url)
         config.batchSize = try args.integer("--batch", default: 50, in: 1...100_000)
@@ -69,7 +69,7 @@ struct SendCommand: Command {
             case .drained, .noData, .deadlineReached:
                 failures = 0
                 if !follow {
-                    Console.writeError("beacon send: sent \(sent) events to \(url); nothing pending\n")
+                    Console.writeError("beacon send: sent \(sent) events to \(RedactedURL(url)); nothing pending\n")
                     return ExitCode.ok.rawValue
                 }
                 pauseUnlessInterrupted(.milliseconds(500))

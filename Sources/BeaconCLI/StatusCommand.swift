@@ -1,3 +1,4 @@
+import Beacon
 import BeaconLog
 
 /// `beacon status DIR`: counters and sizes, for people or as JSON.
@@ -44,7 +45,7 @@ struct StatusCommand: Command {
     /// The `--json` object, on one line, keys in a fixed order.
     static func json(_ stats: LogStats, checkpoint: LogPosition, writer: Int32?, reader: Int32?) -> String {
         func object(_ counts: [String: UInt64]) -> String {
-            "{" + counts.sorted { $0.key < $1.key }.map { "\(JSONText.quoted($0.key)):\($0.value)" }.joined(separator: ",") + "}"
+            "{" + counts.sorted { $0.key < $1.key }.map { "\(JSONBytes.quoted($0.key)):\($0.value)" }.joined(separator: ",") + "}"
         }
         func number<T: BinaryInteger>(_ value: T?) -> String { value.map { "\($0)" } ?? "null" }
         let fields: [(String, String)] = [

@@ -71,8 +71,7 @@ extension LoopbackCollector {
             if !drop && !hang { request.status = status }
             record(request)
             if wait > .zero {
-                let micros = wait.components.seconds * 1_000_000 + wait.components.attoseconds / 1_000_000_000_000
-                usleep(UInt32(clamping: micros))
+                usleep(UInt32(clamping: wait.nanoseconds / 1000))
             }
             if drop { return }
             if hang {
@@ -83,7 +82,7 @@ extension LoopbackCollector {
             }
             let offset = state.withLock { $0.clockOffset }
             var response = "HTTP/1.1 \(status) \(Self.reasonPhrase(status))\r\n"
-            response += "Date: \(Self.httpDate(Date().addingTimeInterval(Double(offset.components.seconds) + Double(offset.components.attoseconds) / 1e18)))\r\n"
+            response += "Date: \(Self.httpDate(Date().addingTimeInterval(offset.seconds)))\r\n"
             response += "Content-Length: \(body.utf8.count)\r\n"
             for (name, value) in headers { response += "\(name): \(value)\r\n" }
             let closeAfter = head.headers["connection"]?.lowercased() == "close"

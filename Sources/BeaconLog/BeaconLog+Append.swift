@@ -160,7 +160,7 @@ extension BeaconLog {
         s.nextSeq += 1
         let seqDigits = Frame.digits(seq)
         let crcDigits = Frame.digits(UInt64(crc))
-        let length = 25 + seqDigits + crcDigits + record.count  // Frame.length
+        let length = Frame.length(seqDigits: seqDigits, crcDigits: crcDigits, count: record.count)
         if s.tailSize > 0 && s.tailSize + UInt64(length) > UInt64(config.segmentBytes) {
             s.tailSegment += 1
             s.tailSize = 0

@@ -27,6 +27,9 @@ public final class BeaconLog: Sendable {
     /// This instance holds the reader lock and may acknowledge.
     let canAcknowledge: Bool
     let locks: Mutex<[DirectoryLock]>
+    // Lock order: writerIO, then readerIO, then state. Code holding one of them may take only a
+    // later one (appending under writerIO reads state; quota deletion under writerIO takes
+    // readerIO to move the checkpoint), never an earlier one, or two threads can deadlock.
     let state: Mutex<State>
     let writerIO: Mutex<WriterIO>
     let readerIO: Mutex<ReaderIO>

@@ -58,7 +58,7 @@ public final class HTTPTransport: Transport {
                 task.resume()
             }
         } onCancel: {
-            exchange.cancel(TransportError(.cancelled, "the request to \(request.url) was cancelled"))
+            exchange.cancel(TransportError(.cancelled, "the request to \(RedactedURL(request.url)) was cancelled"))
         }
     }
 
@@ -127,7 +127,7 @@ final class HTTPExchange: Sendable {
     func arm(deadline: DispatchTime) {
         let entry = DeadlineTimer.shared.add(at: deadline) { [weak self] in
             guard let self else { return }
-            self.cancel(TransportError(.timeout, "no answer from \(self.url) within \(self.seconds) s"))
+            self.cancel(TransportError(.timeout, "no answer from \(RedactedURL(self.url)) within \(self.seconds) s"))
         }
         let ended = state.withLock { s -> Bool in
             if s.finished { return true }
@@ -172,15 +172,15 @@ final class HTTPExchange: Sendable {
         if let error {
             let nsError = error as NSError
             if nsError.domain == NSURLErrorDomain && nsError.code == NSURLErrorTimedOut {
-                throw TransportError(.timeout, "no answer from \(url) within \(seconds) s")
+                throw TransportError(.timeout, "no answer from \(RedactedURL(url)) within \(seconds) s")
             }
             if nsError.domain == NSURLErrorDomain && nsError.code == NSURLErrorCancelled {
-                throw TransportError(.cancelled, "the request to \(url) was cancelled")
+                throw TransportError(.cancelled, "the request to \(RedactedURL(url)) was cancelled")
             }
-            throw TransportError(.network, "\(url): \(error.localizedDescription)")
+            throw TransportError(.network, "\(RedactedURL(url)): \(RedactedURL.scrub(error.localizedDescription, of: url))")
         }
         guard let http = response as? HTTPURLResponse else {
-            throw TransportError(.network, "\(url) answered with something that is not HTTP")
+            throw TransportError(.network, "\(RedactedURL(url)) answered with something that is not HTTP")
         }
         var headers: [String: String] = [:]
         for (key, value) in http.allHeaderFields {

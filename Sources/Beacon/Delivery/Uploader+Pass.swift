@@ -179,15 +179,15 @@ extension Uploader {
                 let count = session.sendable.count - session.machine.committed
                 let message: String
                 if let status = answer.status {
-                    message = "\(configuration.url) answered \(status)\(Self.quote(answer.detail)) for \(count) events; they stay stored and are retried\(answer.retryAfter.map { " after \($0) (Retry-After)" } ?? " with backoff")"
+                    message = "\(RedactedURL(configuration.url)) answered \(status)\(Self.quote(answer.detail)) for \(count) events; they stay stored and are retried\(answer.retryAfter.map { " after \($0) (Retry-After)" } ?? " with backoff")"
                 } else {
-                    message = "sending \(count) events to \(configuration.url) failed: \(answer.detail); they stay stored and are retried"
+                    message = "sending \(count) events to \(RedactedURL(configuration.url)) failed: \(answer.detail); they stay stored and are retried"
                 }
                 return (sent, .failed(fail(DeliveryError(.transient, message, status: answer.status), retryAfter: answer.retryAfter)))
 
             case .stop(.pause(let answer)):
                 let status = answer.status ?? 0
-                let message = "\(configuration.url) answered \(status)\(Self.hint(status))\(Self.quote(answer.detail)); delivery is paused with backoff and every event is kept (\(pendingEvents) pending). Fix the collector URL or credentials"
+                let message = "\(RedactedURL(configuration.url)) answered \(status)\(Self.hint(status))\(Self.quote(answer.detail)); delivery is paused with backoff and every event is kept (\(pendingEvents) pending). Fix the collector URL or credentials"
                 if counters.paused == nil || counters.lastStatus != status { diagnostics(message) }
                 counters.paused = "HTTP \(status)"
                 return (sent, .failed(fail(DeliveryError(.configuration, message, status: status), retryAfter: answer.retryAfter)))
@@ -293,7 +293,7 @@ extension Uploader {
 
     func counted(delivered events: Int) {
         counters.sentEvents += UInt64(events)
-        if counters.paused != nil { diagnostics("delivery to \(configuration.url) resumed") }
+        if counters.paused != nil { diagnostics("delivery to \(RedactedURL(configuration.url)) resumed") }
         counters.consecutiveFailures = 0
         counters.paused = nil
         counters.lastError = nil

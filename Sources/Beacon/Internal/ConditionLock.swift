@@ -1,47 +1,84 @@
 import Glibc
 
-/// A pthread mutex with one condition variable on `CLOCK_MONOTONIC`, for the hand-off between
-/// `track` and the writer thread (Synchronization's `Mutex` has no condition variable).
-final class ConditionLock: @unchecked Sendable {
+/// A pthread mutex with one condition variable on `CLOCK_MONOTONIC`, and the state it guards,
+/// for the hand-off between `track` and the writer thread (Synchronization's `Mutex` has no
+/// condition variable).
+///
+/// The state is reachable only inside ``withLock(_:)``, through the handle its body receives:
+/// the handle reads and writes the state, waits on the condition (which releases the mutex while
+/// waiting) and wakes waiters. The handle cannot be copied or kept, so no code can touch the state
+/// without holding the mutex.
+///
+/// ```swift
+/// let lock = ConditionLock(State())
+/// lock.withLock { held in
+///     while held.state.queue.isEmpty { held.wait() }
+///     held.state.queue.removeAll()
+/// }
+/// ```
+final class ConditionLock<State: Sendable>: @unchecked Sendable {
+    // Sendable because `state` is reached only through `Held`, which exists only inside
+    // `withLock`, with `mutex` held.
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+    private let state = UnsafeMutablePointer<State>.allocate(capacity: 1)
 
-    init() {
+    init(_ initial: State) {
         pthread_mutex_init(mutex, nil)
         var attributes = pthread_condattr_t()
         pthread_condattr_init(&attributes)
         pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
         pthread_cond_init(condition, &attributes)
         pthread_condattr_destroy(&attributes)
+        state.initialize(to: initial)
     }
 
     deinit {
+        state.deinitialize(count: 1)
+        state.deallocate()
         pthread_cond_destroy(condition)
         pthread_mutex_destroy(mutex)
         condition.deallocate()
         mutex.deallocate()
     }
 
-    @inline(__always) func lock() { pthread_mutex_lock(mutex) }
-    @inline(__always) func unlock() { pthread_mutex_unlock(mutex) }
+    /// Access to the state while the mutex is held: valid only inside ``withLock(_:)``.
+    struct Held: ~Copyable {
+        fileprivate let lock: ConditionLock
 
-    /// Wakes every waiter. Call with the lock held.
-    @inline(__always) func broadcast() { pthread_cond_broadcast(condition) }
+        /// The guarded state.
+        var state: State {
+            @inline(__always) unsafeAddress { UnsafePointer(lock.state) }
+            @inline(__always) nonmutating unsafeMutableAddress { lock.state }
+        }
 
-    /// Waits for a broadcast. Call with the lock held; spurious wake-ups happen, so re-check.
-    func wait() { pthread_cond_wait(condition, mutex) }
+        /// Releases the mutex until a broadcast, then takes it again. Spurious wake-ups happen,
+        /// so re-check the condition in a loop.
+        func wait() { pthread_cond_wait(lock.condition, lock.mutex) }
 
-    /// Waits for a broadcast until `deadline` (nanoseconds of `CLOCK_MONOTONIC`); returns false
-    /// once the deadline has passed.
-    func wait(untilNanoseconds deadline: UInt64) -> Bool {
-        var spec = timespec(tv_sec: Int(deadline / 1_000_000_000), tv_nsec: Int(deadline % 1_000_000_000))
-        return pthread_cond_timedwait(condition, mutex, &spec) != ETIMEDOUT
+        /// Like ``wait()``, but gives up at `deadline` (nanoseconds of `CLOCK_MONOTONIC`);
+        /// returns false once the deadline has passed.
+        func wait(untilNanoseconds deadline: UInt64) -> Bool {
+            var spec = timespec(tv_sec: Int(deadline / 1_000_000_000), tv_nsec: Int(deadline % 1_000_000_000))
+            return pthread_cond_timedwait(lock.condition, lock.mutex, &spec) != ETIMEDOUT
+        }
+
+        /// Wakes every waiter (they run once this holder releases the mutex).
+        @inline(__always) func broadcast() { pthread_cond_broadcast(lock.condition) }
     }
 
-    /// `CLOCK_MONOTONIC` now, in nanoseconds.
-    static func monotonicNanoseconds() -> UInt64 {
-        var spec = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &spec)
-        return UInt64(spec.tv_sec) * 1_000_000_000 + UInt64(spec.tv_nsec)
+    /// Runs `body` with the mutex held; `body` reaches the state through its handle.
+    @inline(__always)
+    func withLock<T>(_ body: (borrowing Held) throws -> T) rethrows -> T {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return try body(Held(lock: self))
     }
+}
+
+/// `CLOCK_MONOTONIC` now, in nanoseconds: the clock of ``ConditionLock/Held/wait(untilNanoseconds:)``.
+func monotonicNanoseconds() -> UInt64 {
+    var spec = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &spec)
+    return UInt64(spec.tv_sec) * 1_000_000_000 + UInt64(spec.tv_nsec)
 }

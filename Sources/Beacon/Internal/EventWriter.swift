@@ -8,7 +8,7 @@ import Glibc
 /// the bytes into a bounded (by bytes) FIFO. The writer thread takes everything queued at once and
 /// hands it to `BeaconLog.append(contentsOf:)`: one group commit for all of it. The order of the
 /// log is the order of `enqueue` calls, decided under the same lock that queues the bytes.
-final class EventWriter: @unchecked Sendable {
+final class EventWriter: Sendable {
     /// Whether an event was queued, and if not, why it was dropped.
     enum Outcome {
         case queued
@@ -35,33 +35,44 @@ final class EventWriter: @unchecked Sendable {
     /// The most records handed to the log in one call (one group commit each). Bounds the log's
     /// buffer and how much one refusal (a `.rejectNew` quota) can take with it.
     let recordsPerAppend: Int
-    private let lock = ConditionLock()
-    // Guarded by `lock`.
-    private var queue: [[UInt8]] = []
-    private var queuedBytes = 0
-    private var writing = 0
-    /// Records ever queued, and ever handed to the log (appended or refused): `waitUntilWritten`
-    /// waits for the count of its call, not for an empty queue, so other threads' later events
-    /// cannot keep it waiting.
-    private var enqueuedTotal: UInt64 = 0
-    /// Records the log refused (not kept): they were enqueued but will never be in the log.
-    private var refusedTotal: UInt64 = 0
-    private var writtenTotal: UInt64 = 0
-    private var closing = false
-    private var finished = false
-    private var writerWaiting = false
-    private var waiters = 0
-    private var hooks: Hooks
-    /// The writer thread, so that `close` called from a hook (on that thread) does not wait for itself.
-    private var writerThread: pthread_t?
+    private let lock: ConditionLock<State>
+
+    /// Everything the `track` threads and the writer thread share, reachable only under `lock`.
+    struct State: Sendable {
+        var queue: [[UInt8]] = []
+        var queuedBytes = 0
+        var writing = 0
+        /// Records ever queued, and ever handed to the log (appended or refused):
+        /// `waitUntilWritten` waits for the count of its call, not for an empty queue, so other
+        /// threads' later events cannot keep it waiting.
+        var enqueuedTotal: UInt64 = 0
+        /// Records the log refused (not kept): they were enqueued but will never be in the log.
+        var refusedTotal: UInt64 = 0
+        var writtenTotal: UInt64 = 0
+        var closing = false
+        var finished = false
+        var writerWaiting = false
+        var waiters = 0
+        var hooks: Hooks
+        /// The writer thread, so that `close` called from a hook (on that thread) does not wait
+        /// for itself.
+        var writerThread: pthread_t?
+
+        /// True when the caller is the writer thread.
+        var onWriterThread: Bool {
+            guard let writerThread else { return false }
+            return pthread_equal(writerThread, pthread_self()) != 0
+        }
+    }
 
     init(log: BeaconLog, capacity: Int, backpressure: Beacon.Backpressure, recordsPerAppend: Int = 4096, hooks: Hooks) {
         self.log = log
         self.recordsPerAppend = max(1, recordsPerAppend)
         self.capacity = max(capacity, 1)
         self.backpressure = backpressure
-        self.hooks = hooks
-        queue.reserveCapacity(1024)
+        var state = State(hooks: hooks)
+        state.queue.reserveCapacity(1024)
+        lock = ConditionLock(state)
         let thread = Thread { [self] in run() }
         thread.name = "beacon.writer"
         thread.start()
@@ -69,140 +80,112 @@ final class EventWriter: @unchecked Sendable {
 
     /// Replaces the append hook (the delivery side sets it once).
     func setOnAppended(_ hook: (@Sendable (UInt64) -> Void)?) {
-        lock.lock()
-        hooks.onAppended = hook
-        lock.unlock()
+        lock.withLock { $0.state.hooks.onAppended = hook }
     }
 
     /// Queues one encoded record. Never touches the disk; waits only under `.block` when the queue
     /// is full.
     func enqueue(_ record: [UInt8]) -> Outcome {
-        lock.lock()
-        if closing {
-            lock.unlock()
-            return .dropped(reason: "closed")
-        }
-        if queuedBytes + record.count > capacity && !queue.isEmpty {
-            switch backpressure {
-            case .dropNewest:
-                lock.unlock()
-                return .dropped(reason: "backpressure")
-            case .block(let timeout):
-                let (seconds, attoseconds) = timeout.components
-                // Clamped to about a century so the sum cannot overflow.
-                let wait = UInt64(min(max(0, seconds), 3_000_000_000)) * 1_000_000_000 + UInt64(max(0, attoseconds) / 1_000_000_000)
-                let deadline = ConditionLock.monotonicNanoseconds() + wait
-                waiters += 1
-                var timedOut = false
-                while queuedBytes + record.count > capacity && !queue.isEmpty && !closing {
-                    if !lock.wait(untilNanoseconds: deadline), ConditionLock.monotonicNanoseconds() >= deadline {
-                        timedOut = queuedBytes + record.count > capacity && !queue.isEmpty
-                        break
+        lock.withLock { held -> Outcome in
+            if held.state.closing { return .dropped(reason: "closed") }
+            if held.state.queuedBytes + record.count > capacity && !held.state.queue.isEmpty {
+                switch backpressure {
+                case .dropNewest:
+                    return .dropped(reason: "backpressure")
+                case .block(let timeout):
+                    let deadline = monotonicNanoseconds() + UInt64(max(0, timeout.nanoseconds))
+                    held.state.waiters += 1
+                    var timedOut = false
+                    while held.state.queuedBytes + record.count > capacity && !held.state.queue.isEmpty && !held.state.closing {
+                        if !held.wait(untilNanoseconds: deadline), monotonicNanoseconds() >= deadline {
+                            timedOut = held.state.queuedBytes + record.count > capacity && !held.state.queue.isEmpty
+                            break
+                        }
                     }
-                }
-                waiters -= 1
-                if closing {
-                    lock.unlock()
-                    return .dropped(reason: "closed")
-                }
-                if timedOut {
-                    lock.unlock()
-                    return .dropped(reason: "backpressureTimeout")
+                    held.state.waiters -= 1
+                    if held.state.closing { return .dropped(reason: "closed") }
+                    if timedOut { return .dropped(reason: "backpressureTimeout") }
                 }
             }
+            held.state.queue.append(record)
+            held.state.queuedBytes += record.count
+            held.state.enqueuedTotal += 1
+            if held.state.writerWaiting { held.broadcast() }
+            return .queued
         }
-        queue.append(record)
-        queuedBytes += record.count
-        enqueuedTotal += 1
-        if writerWaiting { lock.broadcast() }
-        lock.unlock()
-        return .queued
     }
 
     /// Records handed to the writer that the log did not refuse: written, being written or queued.
     var accepted: UInt64 {
-        lock.lock()
-        defer { lock.unlock() }
-        return enqueuedTotal - refusedTotal
+        lock.withLock { $0.state.enqueuedTotal - $0.state.refusedTotal }
     }
 
     /// True on the writer thread itself (a hook, or a tracker released there).
     var isWriterThread: Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        guard let writerThread else { return false }
-        return pthread_equal(writerThread, pthread_self()) != 0
+        lock.withLock { $0.state.onWriterThread }
     }
 
     /// Blocks until everything queued before this call has been handed to the log.
     /// On the writer thread itself (a hook calling `sync()`) it returns at once: what the hook
     /// was called for is already written.
     func waitUntilWritten() {
-        lock.lock()
-        if let writerThread, pthread_equal(writerThread, pthread_self()) != 0 {
-            lock.unlock()
-            return
+        lock.withLock { held in
+            if held.state.onWriterThread { return }
+            let target = held.state.enqueuedTotal
+            held.state.waiters += 1
+            while held.state.writtenTotal < target && !held.state.finished { held.wait() }
+            held.state.waiters -= 1
         }
-        let target = enqueuedTotal
-        waiters += 1
-        while writtenTotal < target && !finished { lock.wait() }
-        waiters -= 1
-        lock.unlock()
     }
 
     /// Stops accepting records, writes what is queued and stops the thread. Blocks until done,
     /// except when called on the writer thread itself (from a hook), where it only asks it to stop.
     func close() {
-        lock.lock()
-        closing = true
-        lock.broadcast()
-        if let writerThread, pthread_equal(writerThread, pthread_self()) != 0 {
-            lock.unlock()
-            return
+        lock.withLock { held in
+            held.state.closing = true
+            held.broadcast()
+            if held.state.onWriterThread { return }
+            held.state.waiters += 1
+            while !held.state.finished { held.wait() }
+            held.state.waiters -= 1
         }
-        waiters += 1
-        while !finished { lock.wait() }
-        waiters -= 1
-        lock.unlock()
     }
 
     private func run() {
         var batch: [[UInt8]] = []
         batch.reserveCapacity(1024)
-        lock.lock()
-        writerThread = pthread_self()
-        lock.unlock()
+        lock.withLock { $0.state.writerThread = pthread_self() }
         while true {
-            lock.lock()
-            while queue.isEmpty && !closing {
-                writerWaiting = true
-                lock.wait()
-                writerWaiting = false
+            // Takes everything queued, or returns nil once closing with nothing left.
+            let hooks = lock.withLock { held -> Hooks? in
+                while held.state.queue.isEmpty && !held.state.closing {
+                    held.state.writerWaiting = true
+                    held.wait()
+                    held.state.writerWaiting = false
+                }
+                if held.state.queue.isEmpty && held.state.closing {
+                    held.state.finished = true
+                    held.broadcast()
+                    return nil
+                }
+                swap(&batch, &held.state.queue)
+                held.state.writing = batch.count
+                held.state.queuedBytes = 0
+                if held.state.waiters > 0 { held.broadcast() }
+                return held.state.hooks
             }
-            if queue.isEmpty && closing {
-                finished = true
-                lock.broadcast()
-                lock.unlock()
-                return
-            }
-            swap(&batch, &queue)
-            writing = batch.count
-            queuedBytes = 0
-            if waiters > 0 { lock.broadcast() }
-            let hooks = self.hooks
-            lock.unlock()
+            guard let hooks else { return }
 
             write(batch, hooks: hooks)
             batch.removeAll(keepingCapacity: true)    // frees the records outside the lock
 
-            lock.lock()
-            writtenTotal += UInt64(writing)
-            writing = 0
-            if waiters > 0 { lock.broadcast() }
-            lock.unlock()
+            lock.withLock { held in
+                held.state.writtenTotal += UInt64(held.state.writing)
+                held.state.writing = 0
+                if held.state.waiters > 0 { held.broadcast() }
+            }
         }
     }
-
 
     private func write(_ batch: [[UInt8]], hooks: Hooks) {
         if batch.count <= recordsPerAppend {
@@ -244,8 +227,6 @@ final class EventWriter: @unchecked Sendable {
     }
 
     private func countRefused(_ count: Int) {
-        lock.lock()
-        refusedTotal += UInt64(count)
-        lock.unlock()
+        lock.withLock { $0.state.refusedTotal += UInt64(count) }
     }
 }

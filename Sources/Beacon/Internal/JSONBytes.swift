@@ -1,12 +1,22 @@
+import BeaconLog
 import Foundation
 
 /// Writes JSON straight into bytes: no `JSONSerialization`, no `JSONEncoder`, no intermediate
 /// `String`. Every string is escaped so that no raw control character (and so no raw newline)
 /// can reach the log, which would break its one-record-per-line framing.
-enum JSONBytes {
+package enum JSONBytes {
     static let hex: StaticString = "0123456789abcdef"
 
     // MARK: Strings
+
+    /// `string` as a JSON string literal, quotes included, escaped as ``appendString(_:to:)``
+    /// escapes it: for JSON written outside the encoder (the tool, the delivery files).
+    package static func quoted(_ string: String) -> String {
+        ByteWriter.withWriter { out in
+            appendString(string, to: &out)
+            return String(decoding: UnsafeBufferPointer(start: out.base, count: out.count), as: UTF8.self)
+        }
+    }
 
     /// Appends `"…"` with `"`, `\`, every control character below 0x20 and U+FEFF escaped.
     @inline(__always)
@@ -88,36 +98,11 @@ enum JSONBytes {
         appendUInt(value.magnitude, to: &out)
     }
 
-    /// "00" … "99": two digits per division.
-    static let digitPairs: StaticString = "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
-
     /// Appends an unsigned integer in decimal, writing the digits in place, two at a time.
     static func appendUInt(_ value: UInt64, to out: inout ByteWriter) {
-        var digits = 1
-        var bound: UInt64 = 10
-        while digits < 20 && value >= bound {
-            digits += 1
-            bound = bound &* 10
-        }
+        let digits = DecimalDigits.count(value)
         out.reserve(digits)
-        let end = out.end
-        let pairs = digitPairs.utf8Start
-        var v = value
-        var position = digits
-        while v >= 100 {
-            let pair = Int(truncatingIfNeeded: v % 100) * 2
-            v /= 100
-            position -= 2
-            end[position] = pairs[pair]
-            end[position + 1] = pairs[pair + 1]
-        }
-        if v >= 10 {
-            let pair = Int(truncatingIfNeeded: v) * 2
-            end[position - 2] = pairs[pair]
-            end[position - 1] = pairs[pair + 1]
-        } else {
-            end[position - 1] = 0x30 + UInt8(truncatingIfNeeded: v)
-        }
+        DecimalDigits.write(value, digits: digits, to: out.end)
         out.advance(by: digits)
     }
 

@@ -17,52 +17,19 @@ package enum Frame {
     /// The exact length of the frame of a record of `count` bytes with this seq and CRC.
     @inline(__always)
     package static func length(seq: UInt64, crc: UInt32, count: Int) -> Int {
-        25 + digits(seq) + digits(UInt64(crc)) + count  // {"seq": ,"crc": ,"event": }\n
+        length(seqDigits: digits(seq), crcDigits: digits(UInt64(crc)), count: count)
     }
 
-    /// 10^k for k in 0...19, for counting digits without dividing (a switch the compiler turns
-    /// into a constant lookup table).
+    /// The exact length of the frame of a record of `count` bytes whose seq and CRC have these
+    /// numbers of decimal digits: `{"seq":` (7), `,"crc":` (7), `,"event":` (9), `}` and `\n`.
     @inline(__always)
-    static func powerOfTen(_ k: Int) -> UInt64 {
-        switch k {
-        case 0: 1
-        case 1: 10
-        case 2: 100
-        case 3: 1_000
-        case 4: 10_000
-        case 5: 100_000
-        case 6: 1_000_000
-        case 7: 10_000_000
-        case 8: 100_000_000
-        case 9: 1_000_000_000
-        case 10: 10_000_000_000
-        case 11: 100_000_000_000
-        case 12: 1_000_000_000_000
-        case 13: 10_000_000_000_000
-        case 14: 100_000_000_000_000
-        case 15: 1_000_000_000_000_000
-        case 16: 10_000_000_000_000_000
-        case 17: 100_000_000_000_000_000
-        case 18: 1_000_000_000_000_000_000
-        default: 10_000_000_000_000_000_000
-        }
+    package static func length(seqDigits: Int, crcDigits: Int, count: Int) -> Int {
+        25 + seqDigits + crcDigits + count
     }
 
-    /// The number of decimal digits of `value`: from its bit length, corrected by one comparison.
+    /// The number of decimal digits of `value`.
     @inline(__always)
-    static func digits(_ value: UInt64) -> Int {
-        let bits = 64 - (value | 1).leadingZeroBitCount
-        let guess = (bits * 1233) >> 12  // ≈ bits × log10(2), at most 19
-        if value == 0 { return 1 }
-        return value >= powerOfTen(guess) ? guess + 1 : guess
-    }
-
-    /// "00" … "99": two digits per division when writing numbers.
-    static let digitPairs: StaticString = """
-        00010203040506070809101112131415161718192021222324252627282930313233343536373839\
-        40414243444546474849505152535455565758596061626364656667686970717273747576777879\
-        8081828384858687888990919293949596979899
-        """
+    package static func digits(_ value: UInt64) -> Int { DecimalDigits.count(value) }
 
     /// Writes the frame of `record` (whose CRC-32C is `crc`) with sequence number `seq` at `p`,
     /// which has room for `length(seq:crc:count:)` bytes; `seqDigits` and `crcDigits` are the
@@ -74,30 +41,12 @@ package enum Frame {
     static func write(seq: UInt64, crc: UInt32, seqDigits: Int, crcDigits: Int, record: UnsafeRawBufferPointer, to p: UnsafeMutableRawPointer) {
         let h = p.assumingMemoryBound(to: UInt8.self)
         do {
-            let pairs = digitPairs.utf8Start
-            @inline(__always) func putDecimal(_ value: UInt64, digits n: Int, at start: Int) {
-                var v = value
-                var k = start + n
-                while v >= 100 {
-                    let pair = Int(v % 100) * 2
-                    v /= 100
-                    k -= 2
-                    h[k] = pairs[pair]
-                    h[k + 1] = pairs[pair + 1]
-                }
-                if v >= 10 {
-                    h[k - 2] = pairs[Int(v) * 2]
-                    h[k - 1] = pairs[Int(v) * 2 + 1]
-                } else {
-                    h[k - 1] = 0x30 + UInt8(truncatingIfNeeded: v)
-                }
-            }
             // {"seq":N,"crc":C,"event":
             h[0] = 0x7B; h[1] = 0x22; h[2] = 0x73; h[3] = 0x65; h[4] = 0x71; h[5] = 0x22; h[6] = 0x3A
-            putDecimal(seq, digits: seqDigits, at: 7)
+            DecimalDigits.write(seq, digits: seqDigits, to: h + 7)
             var i = 7 + seqDigits
             h[i] = 0x2C; h[i + 1] = 0x22; h[i + 2] = 0x63; h[i + 3] = 0x72; h[i + 4] = 0x63; h[i + 5] = 0x22; h[i + 6] = 0x3A
-            putDecimal(UInt64(crc), digits: crcDigits, at: i + 7)
+            DecimalDigits.write(UInt64(crc), digits: crcDigits, to: h + i + 7)
             i += 7 + crcDigits
             h[i] = 0x2C; h[i + 1] = 0x22; h[i + 2] = 0x65; h[i + 3] = 0x76; h[i + 4] = 0x65
             h[i + 5] = 0x6E; h[i + 6] = 0x74; h[i + 7] = 0x22; h[i + 8] = 0x3A
@@ -113,7 +62,7 @@ package enum Frame {
     package static func encode(seq: UInt64, crc: UInt32, record: UnsafeRawBufferPointer, into out: inout [UInt8]) {
         let seqDigits = digits(seq)
         let crcDigits = digits(UInt64(crc))
-        let count = 25 + seqDigits + crcDigits + record.count
+        let count = length(seqDigits: seqDigits, crcDigits: crcDigits, count: record.count)
         out += [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
             write(seq: seq, crc: crc, seqDigits: seqDigits, crcDigits: crcDigits, record: record, to: UnsafeMutableRawPointer(buffer.baseAddress!))
             initialized = count

@@ -1,0 +1,52 @@
+import Dispatch
+import Foundation
+
+/// The one way Beacon runs blocking work (disk reads and writes, fsync, waiting for the writer
+/// thread) from async code: on a thread outside Swift's concurrency pool, so a task waiting for
+/// the disk never holds one of the pool's few threads.
+///
+/// Work on one queue runs one call at a time, in order, on a serial dispatch queue (the uploader
+/// keeps one queue for its log reads and acknowledgements). Work that may wait for other blocking
+/// work, such as closing the tracker while another close is running, uses the static
+/// `BlockingQueue.run`, which gives each call a thread of its own so that the two never wait for
+/// each other.
+///
+/// ```swift
+/// let io = BlockingQueue(label: "beacon.uploader.io")
+/// let batch = try await io.run { try log.read(maxRecords: 100, maxBytes: 1 << 20) }
+/// ```
+struct BlockingQueue: Sendable {
+    private let queue: DispatchQueue
+
+    /// A queue running its work one call at a time, in order.
+    init(label: String) {
+        queue = DispatchQueue(label: label)
+    }
+
+    /// Runs `work` on this queue and returns its result (or throws its error), suspending the
+    /// calling task meanwhile.
+    func run<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            queue.async { continuation.resume(with: Result { try work() }) }
+        }
+    }
+
+    /// Runs `work` on this queue and returns its result, suspending the calling task meanwhile.
+    func run<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            queue.async { continuation.resume(returning: work()) }
+        }
+    }
+
+    /// Runs `work` on a thread of its own: for work that may wait for other blocking work.
+    ///
+    /// A thread, not a dispatch queue: dispatch bounds its threads, and work that waits for
+    /// other work queued behind it would then wait forever.
+    static func run<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            let thread = Thread { continuation.resume(returning: work()) }
+            thread.name = "beacon.blocking"
+            thread.start()
+        }
+    }
+}
