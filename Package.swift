@@ -35,7 +35,7 @@ let package = Package(
         .executableTarget(name: "beacon-test-child", dependencies: ["Beacon", "BeaconLog"], path: "Tests/Child"),
         .testTarget(name: "BeaconLogTests", dependencies: ["BeaconLog", "beacon-test-child"]),
         .testTarget(name: "BeaconTests", dependencies: ["Beacon", "BeaconLog", "BeaconTesting", "beacon-test-child"]),
-        .testTarget(name: "BeaconCLITests", dependencies: ["BeaconLog", "BeaconCLI"]),
+        .testTarget(name: "BeaconCLITests", dependencies: ["BeaconLog", "BeaconCLI", "BeaconTesting"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -67,7 +67,7 @@ extension Beacon {
     public func flush(deadline: Duration? = nil) async -> FlushResult {
         guard let uploader = delivery.uploader else { return noDelivery() }
         await BlockingQueue.run { [writer] in writer.waitUntilWritten() }
-        return await uploader.flush(deadline: deadline)
+        return reportingLosses(await uploader.flush(deadline: deadline))
     }
 
     /// Counters and state of delivery (all zero without a ``Configuration/serverURL``).
@@ -76,6 +76,7 @@ extension Beacon {
             guard let uploader = delivery.uploader else {
                 var stats = DeliveryStats()
                 stats.pendingEvents = log.stats.pendingRecords
+                stats.droppedEvents = quotaDrops.count(log)
                 return stats
             }
             return await uploader.stats
@@ -116,7 +117,7 @@ extension Beacon {
         guard logClosed.tryStart() else {
             // close() got there first: the log is closed or closing; nothing more can be sent.
             await BlockingQueue.run { [self] in logClosed.waitUntilFinished() }
-            let result = FlushResult(sent: 0, remaining: pendingOnDisk(), outcome: .failed(DeliveryError(.stopped, "the tracker was closed with close() before shutdown(); pending events stay on disk")))
+            let result = reportingLosses(FlushResult(sent: 0, remaining: pendingOnDisk(), outcome: .failed(DeliveryError(.stopped, "the tracker was closed with close() before shutdown(); pending events stay on disk"))))
             resumeRunWaiters(result)
             return result
         }
@@ -131,7 +132,7 @@ extension Beacon {
         await BlockingQueue.run { [self] in closeLogNow() }
         logClosed.finish()
         result.remaining = pendingOnDisk()
-        return resumeRunWaiters(result)
+        return resumeRunWaiters(reportingLosses(result))
     }
 
     /// Records how the tracker ended (once) and wakes the `run()` callers; returns the result kept.
@@ -203,10 +204,18 @@ extension Beacon {
         delivery.signalSources.withLock { $0 = box }
     }
 
+    /// `result` with every event the tracker lost since it opened (``BeaconStats/dropped``) added
+    /// to what delivery lost.
+    func reportingLosses(_ result: FlushResult) -> FlushResult {
+        var result = result
+        for (reason, count) in stats.dropped where count > 0 { result.dropped[reason] = count }
+        return result
+    }
+
     func noDelivery() -> FlushResult {
         let pending = pendingOnDisk()
-        if pending == 0 { return FlushResult(sent: 0, remaining: 0, outcome: .noData) }
-        return FlushResult(sent: 0, remaining: pending, outcome: .failed(DeliveryError(.configuration, "the tracker has no serverURL (or opened the log with .write access), so \(pending) events stay on disk; set Configuration.serverURL or run `beacon send` on the directory")))
+        if pending == 0 { return reportingLosses(FlushResult(sent: 0, remaining: 0, outcome: .noData)) }
+        return reportingLosses(FlushResult(sent: 0, remaining: pending, outcome: .failed(DeliveryError(.configuration, "the tracker has no serverURL (or opened the log with .write access), so \(pending) events stay on disk; set Configuration.serverURL or run `beacon send` on the directory"))))
     }
 
     func pendingOnDisk() -> UInt64 {

@@ -45,6 +45,8 @@ public final class Beacon: Sendable {
     let identitySaves = Mutex<Void>(())
     /// The uploader and the shutdown state (Beacon+Delivery.swift).
     let delivery: DeliveryState
+    /// Pending events the log's quota deleted since the tracker opened.
+    let quotaDrops = QuotaDrops()
 
     struct Context: Sendable {
         var identity: IdentityStore.Identity
@@ -74,7 +76,13 @@ public final class Beacon: Sendable {
         logConfig.maxRecordBytes = configuration.maxRecordBytes
         precondition(configuration.logAccess == .readWrite || configuration.logAccess == .write, "a tracker appends: logAccess must be .readWrite or .write")
         logConfig.access = configuration.logAccess
+        let quotaDrops = self.quotaDrops, maxBytes = configuration.maxBytes, report = configuration.diagnostics
+        logConfig.onDropped = { records in
+            guard let message = quotaDrops.message(dropped: records, maxBytes: maxBytes) else { return }
+            report(BeaconDiagnostic(kind: .dropped, message: message))
+        }
         let log = try BeaconLog(configuration: logConfig)
+        quotaDrops.opened(log)
         self.log = log
         self.delivery = DeliveryState(configuration: configuration, log: log)
         self.elapsed = Beacon.elapsedClock(configuration.monotonicClock)
@@ -227,6 +235,8 @@ public final class Beacon: Sendable {
             stats.dropped = c.dropped
             stats.lastError = c.lastError ?? logStats.lastError
         }
+        let deleted = quotaDrops.count(in: logStats)
+        if deleted > 0 { stats.dropped[QuotaDrops.reason] = deleted }
         stats.invalid = stats.invalidByRule.values.reduce(0, +)
         stats.durable = logStats.durableRecords
         stats.pending = accepted > logStats.durableRecords ? accepted - logStats.durableRecords : 0

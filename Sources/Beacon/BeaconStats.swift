@@ -6,9 +6,11 @@ public struct BeaconStats: Sendable, Equatable {
     public var invalid: UInt64 = 0
     /// Refused inputs by rule (``BeaconValidationError/Rule`` raw values).
     public var invalidByRule: [String: UInt64] = [:]
-    /// Accepted records that never reached the log, by reason: `"backpressure"`,
-    /// `"backpressureTimeout"`, `"closed"`, and the log's refusals (`"quota"`, `"diskFull"`,
-    /// `"logFailed"`, `"logError"`).
+    /// Accepted records that will never be delivered, by reason: those that never reached the
+    /// log (`"backpressure"`, `"backpressureTimeout"`, `"closed"`, and the log's refusals:
+    /// `"quota"` with `.rejectNew`, `"diskFull"`, `"logFailed"`, `"logError"`), and
+    /// `"quotaDeleted"`: pending records the log deleted to stay within `maxBytes` (`.dropOldest`)
+    /// before they were delivered. Events set aside by delivery are in ``Beacon/deliveryStats``.
     public var dropped: [String: UInt64] = [:]
     /// Records written by this tracker that are durable (fsynced).
     public var durable: UInt64 = 0

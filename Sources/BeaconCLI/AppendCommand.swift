@@ -1,5 +1,6 @@
 import BeaconLog
 import Glibc
+import Synchronization
 
 /// `beacon append DIR`: appends standard input, one JSON value per line, as records.
 struct AppendCommand: Command {
@@ -45,6 +46,12 @@ struct AppendCommand: Command {
             $0.durability = durability
             $0.maxRecordBytes = maxBytes
             $0.maxBytes = Int64(maxDisk)
+            // Said at once, not only at the end: a pipe may keep the tool appending for hours.
+            let warned = FirstTime()
+            $0.onDropped = { records in
+                guard warned.claim() else { return }
+                Console.writeError("beacon append: the disk quota (--max-disk \(maxDisk) bytes) is full: dropping the oldest pending records, never delivered (\(records) so far; the total is reported at the end); drain more often or raise --max-disk\n")
+            }
         }
         let droppedBefore = log.stats.dropped.values.reduce(0, +)
         var appender = LineAppender(log: log, maxRecordBytes: maxBytes, eachDurable: sync == "each")
@@ -74,6 +81,12 @@ struct AppendCommand: Command {
         try? appender.stderr.flush()
         return appender.refused > 0 ? ExitCode.dataError.rawValue : ExitCode.ok.rawValue
     }
+}
+
+/// True for the first caller of ``claim()`` only.
+final class FirstTime: Sendable {
+    private let claimed = Atomic<Bool>(false)
+    func claim() -> Bool { !claimed.exchange(true, ordering: .relaxed) }
 }
 
 /// Splits a byte stream into lines, validates each as JSON and appends the valid ones.

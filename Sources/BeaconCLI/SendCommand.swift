@@ -10,35 +10,43 @@ struct SendCommand: Command {
     static let name = "send"
     static let summary = "Upload a directory's pending events to a collector (sidecar)"
     static let usage = """
-        beacon send DIR --url URL [--batch N] [--format array|envelope|ndjson] [--gzip]
-                        [--header 'K: V']... [--follow] [--retries N]
+        beacon send DIR --url URL [--batch N] [--catch-up-batch N] [--format array|envelope|ndjson]
+                        [--gzip] [--header 'K: V']... [--follow] [--retries N]
           Uploads DIR's pending events to URL in order with Beacon's uploader, holding DIR's
           reader lock (a service may keep appending), and acknowledges each batch when the
           collector answers 2xx. Answers are handled as the library does: 5xx, 408, 429 and
           network errors are retried with backoff (honouring Retry-After), 413 splits, 400/422
-          set the refused events aside in DIR/rejected.jsonl. Header values are never printed.
+          set the refused events aside in DIR/rejected.jsonl, and an event that keeps failing
+          while the rest goes through (after 3 failed attempts at its batch) is set aside there
+          too, with the collector's answer. Header values are never printed.
           --url URL       the collector endpoint (http or https)
           --batch N       events per request (default 50)
+          --catch-up-batch N
+                          events per request while more than one batch is pending (a backlog),
+                          still at most 1 MiB a request; default: the --batch size
           --format F      array (default), envelope ({"sent_at":ms,"batch":[...]}) or ndjson
           --gzip          compress bodies (Content-Encoding: gzip)
           --header 'K: V' an extra header, e.g. 'Authorization: Bearer ...' (repeatable)
           --follow        keep running and send new events as they arrive (checked every
                           0.5 s), until SIGINT or SIGTERM; failures are retried for ever
-          --retries N     without --follow: transient failures in a row before giving up
-                          (default 5)
+          --retries N     without --follow: transient failures in a row without progress (no
+                          event delivered in between) before giving up (default 5)
           Exit: 0 drained (or stopped by a signal with --follow), 64 usage, 74 events could not
           be delivered (collector down or refusing the configuration: 401, 403, 404, ...; they
-          stay pending), 75 DIR has another reader.
+          stay pending; the message quotes the collector's answer), 75 DIR has another reader.
         """
 
     static func run(_ arguments: [String]) throws -> Int32 {
-        let args = try ParsedArguments(arguments, options: ["--url", "--batch", "--format", "--header", "--retries"], flags: ["--gzip", "--follow"], positionals: 1...1)
+        let args = try ParsedArguments(arguments, options: ["--url", "--batch", "--catch-up-batch", "--format", "--header", "--retries"], flags: ["--gzip", "--follow"], positionals: 1...1)
         guard let urlText = args.value("--url") else { throw CLIError(.usage, "--url is required") }
         guard let url = URL(string: urlText), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host != nil else {
             throw CLIError(.usage, "--url must be an http or https URL, not '\(RedactedURL(text: urlText))'")
         }
         var config = DeliveryConfiguration(url: url)
         config.batchSize = try args.integer("--batch", default: 50, in: 1...100_000)
+        if args.value("--catch-up-batch") != nil {
+            config.catchUpBatchSize = try args.integer("--catch-up-batch", default: config.batchSize, in: 1...1_000_000)
+        }
         config.flushInterval = nil
         config.gzip = args.has("--gzip")
         switch try args.choice("--format", ["array", "envelope", "ndjson"], default: "array") {
@@ -74,6 +82,8 @@ struct SendCommand: Command {
                 }
                 pauseUnlessInterrupted(.milliseconds(500))
             case .failed(let error):
+                // Failures in a row without progress: a flush that delivered something resets it.
+                if result.sent > 0 { failures = 0 }
                 failures += 1
                 let configurationProblem = (error as? DeliveryError)?.code == .configuration
                 if !follow && (configurationProblem || failures > retries) {

@@ -51,6 +51,11 @@ extension BeaconLog {
         public var quotaPolicy: QuotaPolicy = .dropOldest
         /// The largest record `append` accepts, in bytes of event JSON. Default 1 MiB.
         public var maxRecordBytes: Int = 1 << 20
+        /// Called after the quota (`.dropOldest`) deleted pending records, with how many, on the
+        /// thread that appended (keep it short; appending from it deadlocks). Records a
+        /// reader already had in flight count here too; an acknowledgement that later covers them
+        /// takes them back out of ``LogStats/dropped``. Default nil.
+        public var onDropped: (@Sendable (_ records: UInt64) -> Void)?
         /// The file-operation seam; tests replace it to inject failures.
         package var fileSystem: any FileSystem = SystemFileSystem()
 

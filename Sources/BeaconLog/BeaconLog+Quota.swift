@@ -23,23 +23,21 @@ extension BeaconLog {
                 pruned = true
                 continue
             }
-            // Sequence numbers of the victim's and the next segment's first records: read their first lines.
-            let firstSeqOfNext = try firstSeq(ofSegment: nextStart.segment) ?? state.withLock { $0.written.seq }
-            let firstSeqOfVictim = try firstSeq(ofSegment: oldest.number) ?? firstSeqOfNext
-            // Pending records lost with it: the victim's own records the checkpoint has not passed.
-            // Without the reader lock, the checkpoint on disk is the reader process's, not ours.
-            let acknowledged = canAcknowledge ? state.withLock { $0.checkpoint.seq } : checkpointSeqOnDisk()
-            let from = max(firstSeqOfVictim, acknowledged)
-            let dropped = firstSeqOfNext > from ? firstSeqOfNext - from : 0
-            if canAcknowledge {
-                let advance = state.withLock { $0.checkpoint.segment <= oldest.number }
-                if advance {
-                    try readerIO.withLock { rio in
-                        try writeCheckpoint(LogPosition(segment: nextStart.segment, offset: 0, seq: firstSeqOfNext), dropping: true, io: &rio)
-                    }
+            // Under the reader lock, so that an acknowledgement (which deletes segments and moves
+            // the checkpoint under it too) cannot change what counts as pending meanwhile.
+            let deleted = try readerIO.withLock { rio -> UInt64? in
+                guard state.withLock({ $0.segments.first?.number == oldest.number }) else { return nil }
+                // Sequence numbers of the victim's and the next segment's first records: read their first lines.
+                let firstSeqOfNext = try firstSeq(ofSegment: nextStart.segment) ?? state.withLock { $0.written.seq }
+                let firstSeqOfVictim = try firstSeq(ofSegment: oldest.number) ?? firstSeqOfNext
+                // Pending records lost with it: the victim's own records the checkpoint has not passed.
+                // Without the reader lock, the checkpoint on disk is the reader process's, not ours.
+                let acknowledged = canAcknowledge ? state.withLock { $0.checkpoint.seq } : checkpointSeqOnDisk()
+                let from = max(firstSeqOfVictim, acknowledged)
+                let dropped = firstSeqOfNext > from ? firstSeqOfNext - from : 0
+                if canAcknowledge, state.withLock({ $0.checkpoint.segment <= oldest.number }) {
+                    try writeCheckpoint(LogPosition(segment: nextStart.segment, offset: 0, seq: firstSeqOfNext), dropping: true, io: &rio)
                 }
-            }
-            try readerIO.withLock { rio in
                 if rio.readFile?.segment == oldest.number, let file = rio.readFile?.file {
                     fs.close(file)
                     rio.readFile = nil
@@ -51,6 +49,16 @@ extension BeaconLog {
                     s.droppedBefore = max(s.droppedBefore, firstSeqOfNext)
                     if dropped > 0 {
                         s.stats.dropped["quota", default: 0] += dropped
+                        // Records already read may still be delivered: their acknowledgement takes
+                        // them back out of `dropped` (see `acknowledge(through:)`).
+                        let read = min(s.readThrough, firstSeqOfNext)
+                        if canAcknowledge, read > from {
+                            if let earlier = s.droppedButRead, earlier.upperBound == from {
+                                s.droppedButRead = earlier.lowerBound..<read
+                            } else {
+                                s.droppedButRead = from..<read
+                            }
+                        }
                         countersChanged(&s)
                     }
                 }
@@ -59,7 +67,10 @@ extension BeaconLog {
                 } catch let error as BeaconLogError where error.errno == ENOENT && !canAcknowledge {
                     // The reader process deleted it first.
                 }
+                return dropped
             }
+            guard let deleted else { continue }
+            if deleted > 0 { config.onDropped?(deleted) }
             try fs.syncDirectory(directory)
         }
     }

@@ -16,7 +16,11 @@ extension BeaconLog {
         precondition(maxRecords > 0, "maxRecords must be positive")
         let start = try state.withLock { s -> LogPosition in
             try checkUsable(s)
-            return position ?? s.checkpoint
+            let start = position ?? s.checkpoint
+            // Reading from the checkpoint again, or into what a drop deleted, gives up the batches
+            // read before: the dropped records among them will never be acknowledged.
+            if let dropped = s.droppedButRead, position == nil || start.seq < dropped.upperBound { s.droppedButRead = nil }
+            return start
         }
         return try readerIO.withLock { io in
             var pos = start
@@ -83,10 +87,9 @@ extension BeaconLog {
                     pos.offset = lineEnd
                 }
             }
-            if !canWrite {
-                state.withLock { s in
-                    if s.readEnd.map({ pos.seq >= $0.seq && !(pos < $0) }) ?? true { s.readEnd = pos }
-                }
+            state.withLock { s in
+                if !seqs.isEmpty { s.readThrough = max(s.readThrough, pos.seq) }
+                if !canWrite, s.readEnd.map({ pos.seq >= $0.seq && !(pos < $0) }) ?? true { s.readEnd = pos }
             }
             return LogBatch(records: records, seqs: seqs, start: start, end: pos, skippedCorrupt: skipped, recordEnds: ends)
         }
@@ -249,7 +252,11 @@ extension BeaconLog {
             try checkUsable(s)
             return (s.checkpoint, s.written, s.durable, s.segments.last?.number ?? s.written.segment, s.readEnd)
         }
-        if position <= current { return }
+        if position <= current {
+            // Records a quota drop deleted while they were in flight may still be acknowledged.
+            readerIO.withLock { _ in takeBackDelivered(through: position) }
+            return
+        }
         if canWrite {
             // A batch's end may already sit at offset 0 of a segment just created: compare by seq.
             if position.seq > written.seq || position.segment > newest || (position.segment == written.segment && position.offset > written.offset) {
@@ -269,10 +276,27 @@ extension BeaconLog {
             }
         }
         try readerIO.withLock { io in
+            takeBackDelivered(through: position)
             if position <= state.withLock({ $0.checkpoint }) { return }
             if !canWrite { try refreshSegments() }
             try writeCheckpoint(normalized(position), io: &io)
             try deleteAcknowledgedSegments(io: &io)
+        }
+    }
+
+    /// Moves the records before `position` that a quota drop deleted after they were read (see
+    /// `State.droppedButRead`) from `dropped` to acknowledged: they were delivered, so they are not
+    /// lost. Call with the reader lock held, so that no drop is half done.
+    func takeBackDelivered(through position: LogPosition) {
+        state.withLock { s in
+            guard let range = s.droppedButRead, position.seq > range.lowerBound else { return }
+            let upTo = min(position.seq, range.upperBound)
+            let delivered = upTo - range.lowerBound
+            let dropped = s.stats.dropped["quota", default: 0]
+            s.stats.dropped["quota"] = dropped - min(dropped, delivered)
+            s.stats.acknowledgedRecords += delivered
+            s.droppedButRead = upTo < range.upperBound ? upTo..<range.upperBound : nil
+            countersChanged(&s)
         }
     }
 

@@ -56,8 +56,10 @@ enum BeaconToolRunner {
         }
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: scratch + ".err"))
         try process.run()
+        // The tool may exit before reading everything (usage errors, a bad directory): writing
+        // then fails with EPIPE, which must not kill the test process with SIGPIPE.
+        signal(SIGPIPE, SIG_IGN)
         let writer = Thread {
-            // The tool may exit before reading everything (usage errors): ignore EPIPE.
             let handle = input.fileHandleForWriting
             stdin.withUnsafeBytes { raw in
                 var done = 0

@@ -125,6 +125,8 @@ import Testing
             let dropped = try #require((status["dropped"] as? [String: Int])?["quota"])
             #expect(dropped > 0)
             #expect(result.stderr.contains("dropped \(dropped) of the oldest pending records"))
+            // The first drop is said when it happens, once.
+            #expect(result.stderr.components(separatedBy: "is full: dropping the oldest pending records").count == 2, "\(result.stderr)")
             #expect((status["disk_bytes"] as? Int ?? .max) <= 16 << 20)
             // What is left is the newest records, in order, ending with the last one.
             let left = try Run.run(["cat", dir, "--all"]).stdoutLines

@@ -15,11 +15,14 @@
 ///   refused is set aside at once: the collector said so.
 /// - A retryable answer (5xx, 408, 429, timeout, network error) ends the pass, which is retried
 ///   later with backoff, until `isolateAfter` passes at this batch have failed. From then on the
-///   batch is isolated: the failing front segment is halved, depth first, and when the front is a
-///   single event that failed, the segments after it are sent as probes. A 2xx proves the
-///   collector up; a single event that has failed `isolateAfter` times while the collector is
-///   proven up is set aside with the answer it got, and each set-aside uses up the proof. While
-///   nothing succeeds (an outage) nothing is set aside: the pass stops and is retried with backoff.
+///   batch is isolated: a failing segment with only failed single events before it is halved,
+///   depth first, in order; when the front is a single event that failed, the segments after it
+///   are sent as probes. A 2xx proves the collector up; a single event that has failed
+///   `isolateAfter` times while the collector is proven up is set aside with the answer it got,
+///   and each set-aside uses up the proof. While nothing succeeds (an outage) nothing is set
+///   aside: after a bounded number of failures (``failureBudget``) the pass stops and is retried
+///   with backoff, starting again at the front, so events are delivered in order when the
+///   collector comes back.
 /// - Any other answer (`pause`: 401, 403, 404, other 4xx) ends the pass and keeps everything.
 struct DeliveryStateMachine: Sendable {
     /// What a collector's answer (or its absence) asks for; see ``AnswerAction``.
@@ -99,6 +102,8 @@ struct DeliveryStateMachine: Sendable {
     private(set) var failedPasses: Int
     /// A 2xx came since the batch was isolated or since the last event was set aside.
     private(set) var proven = false
+    /// Retryable answers in this pass since the last 2xx.
+    private(set) var failuresWithoutProof = 0
     /// The segment being sent, awaiting ``received(_:)``.
     private(set) var inFlight: Int?
     private var pendingStop: Stop?
@@ -122,6 +127,15 @@ struct DeliveryStateMachine: Sendable {
 
     /// True once `isolateAfter` passes at this batch have failed.
     var isolating: Bool { failedPasses >= isolateAfter }
+
+    /// The retryable answers without a 2xx after which an isolating pass stops: enough to reach
+    /// a single event by bisection and probe past it (2⌈log₂ count⌉ + 2), times the isolating
+    /// passes so far, so that a long run of bad events is crossed over a few passes while an
+    /// outage costs few requests per pass.
+    var failureBudget: Int {
+        let log2 = count <= 1 ? 0 : Int.bitWidth - (count - 1).leadingZeroBitCount
+        return (2 * log2 + 2) * max(1, failedPasses - isolateAfter + 1)
+    }
 
     /// The events that a restart must read again to resume this batch, counted from `committed`,
     /// and the earlier sends to record with them: the request in flight when it starts at the
@@ -164,7 +178,9 @@ struct DeliveryStateMachine: Sendable {
                 return send(0)
             }
             // Is the collector up? Probe with the next untried segment.
-            if let probe = segments.firstIndex(where: { $0.state == .untried }) { return send(probe) }
+            if failuresWithoutProof < failureBudget, let probe = segments.firstIndex(where: { $0.state == .untried }) {
+                return send(probe)
+            }
             // Nothing succeeded: an outage, as far as can be told.
             let answer = front.lastAnswer ?? Answer(status: nil)
             endPass()
@@ -181,6 +197,7 @@ struct DeliveryStateMachine: Sendable {
             segments[i].state = .delivered
             segments[i].failures = 0
             proven = true
+            failuresWithoutProof = 0
         case .split, .reject:
             if segments[i].range.count > 1 {
                 halve(i)
@@ -192,10 +209,12 @@ struct DeliveryStateMachine: Sendable {
             segments[i].state = .failed
             segments[i].failures += 1
             segments[i].lastAnswer = answer
+            failuresWithoutProof += 1
             if !isolating {
                 pendingStop = .retry(answer)
-            } else if i == 0 && segments[i].range.count > 1 {
-                halve(0)
+            } else if segments[i].range.count > 1 && segments[..<i].allSatisfy({ $0.state == .failed && $0.range.count == 1 }) {
+                // Only failed single events before it: halve it now, so the search stays in order.
+                halve(i)
             }
         case .pause:
             segments[i].state = .untried
@@ -252,6 +271,7 @@ struct DeliveryStateMachine: Sendable {
     /// Ends a pass: every failed segment is tried again in the next one, and a retryable failure
     /// counts towards isolating the batch.
     private mutating func endPass() {
+        failuresWithoutProof = 0
         let retryable = segments.contains { $0.state == .failed }
         for i in segments.indices where segments[i].state == .failed { segments[i].state = .untried }
         guard retryable else { return }

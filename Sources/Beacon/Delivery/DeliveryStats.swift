@@ -16,6 +16,9 @@ public struct DeliveryStats: Sendable, Equatable {
     public var rejectedEvents: UInt64 = 0
     /// Events set aside because they were older than `maxEventAge` (in `rejected.jsonl`, reason `"expired"`).
     public var expiredEvents: UInt64 = 0
+    /// Events the log's quota deleted before they were delivered, since the uploader started
+    /// (records deleted while in flight and then delivered are not counted).
+    public var droppedEvents: UInt64 = 0
     /// Failures in a row; zero after a success.
     public var consecutiveFailures: Int = 0
     /// The last HTTP status received, if any.

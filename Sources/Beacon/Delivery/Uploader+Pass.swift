@@ -78,18 +78,28 @@ extension Uploader {
     func nextSession() async throws -> Session?? {
         let log = self.log
         let checkpoint = log.checkpoint
+        var earlierPasses = 0
         if let session = current {
-            // Unless a commit failed, or the quota deleted the batch under us.
-            if !session.broken && session.checkpointSeq == checkpoint.seq { return session }
             current = nil
+            // Unless a commit failed, or the quota deleted the batch under us.
+            if !session.broken && session.checkpointSeq == checkpoint.seq {
+                // An isolated batch too short to prove the collector up grows when more is pending.
+                let left = UInt64(session.batch.count - 1 - session.ackedThrough)
+                let wanted = configuration.eventsPerRequest(pending: pendingEvents)
+                guard session.machine.isolating, !session.machine.proven, left < UInt64(wanted), pendingEvents > left else {
+                    current = session
+                    return session
+                }
+                earlierPasses = session.machine.failedPasses
+            }
         }
         if !inflightLoaded {
             inflightLoaded = true
             savedInflight = inflightFile.load()
         }
         let batch: LogBatch
-        var earlierSends = 0
-        if let range = savedInflight, range.firstSeq == checkpoint.seq {
+        var earlierSends = earlierPasses
+        if earlierPasses == 0, let range = savedInflight, range.firstSeq == checkpoint.seq {
             batch = try await onIO { try log.read(maxRecords: range.count, maxBytes: Int.max) }
             earlierSends = range.sends
         } else {
@@ -236,7 +246,7 @@ extension Uploader {
                     case .retry:
                         counted(failure: "HTTP \(response.status)")
                     case .pause:
-                        counters.failedRequests += 1
+                        counted(failure: "HTTP \(response.status)")
                     }
                     session.machine.received(verdict, answer)
                 }

@@ -47,6 +47,8 @@ public actor Uploader {
     let rejectedFile: RejectedFile
     let inflightFile: InflightFile
     let requests: RequestBuilder
+    /// Pending events the log's quota deleted since the uploader started (see `reportingLosses`).
+    let quotaDrops = QuotaDrops()
     let ioQueue = DispatchQueue(label: "beacon.uploader.io")
     nonisolated let trigger = Mutex(Trigger())
 
@@ -113,6 +115,7 @@ public actor Uploader {
         self.rejectedFile = RejectedFile(directory: log.configuration.directory)
         self.inflightFile = InflightFile(directory: log.configuration.directory)
         self.requests = RequestBuilder(configuration: configuration)
+        quotaDrops.opened(log)
     }
 
     // MARK: Triggers
@@ -203,14 +206,14 @@ public actor Uploader {
     public func flush(deadline: Duration? = nil) async -> FlushResult {
         if let running = flushTask {
             sharedFlushJoins += 1
-            return await running.value
+            return reportingLosses(await running.value)
         }
         let target = deadline.map { time.now() + $0 }
         let task = Task { await self.runFlush(until: target, shuttingDown: false) }
         flushTask = task
         let result = await task.value
         flushTask = nil
-        return result
+        return reportingLosses(result)
     }
 
     /// Stops the triggers, then delivers what is pending until drained or the deadline, retrying
@@ -235,10 +238,10 @@ public actor Uploader {
                 running.cancel()
                 drainTask?.cancel()
                 _ = await running.value
-                return FlushResult(sent: 0, remaining: pendingEvents, outcome: .deadlineReached)
+                return reportingLosses(FlushResult(sent: 0, remaining: pendingEvents, outcome: .deadlineReached))
             }
         }
-        return await runFlush(until: target, shuttingDown: true)
+        return reportingLosses(await runFlush(until: target, shuttingDown: true))
     }
 
     func runFlush(until target: Duration?, shuttingDown: Bool) async -> FlushResult {
@@ -367,6 +370,7 @@ public actor Uploader {
     public var stats: DeliveryStats {
         var stats = counters
         stats.pendingEvents = pendingEvents
+        stats.droppedEvents = quotaDrops.count(log)
         return stats
     }
 

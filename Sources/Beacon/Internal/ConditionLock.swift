@@ -6,8 +6,8 @@ import Glibc
 ///
 /// The state is reachable only inside ``withLock(_:)``, through the handle its body receives:
 /// the handle reads and writes the state, waits on the condition (which releases the mutex while
-/// waiting) and wakes waiters. The handle cannot be copied or kept, so no code can touch the state
-/// without holding the mutex.
+/// waiting) and wakes waiters. The handle is not `Sendable`, so it cannot reach another thread;
+/// it is valid until its body returns.
 ///
 /// ```swift
 /// let lock = ConditionLock(State())
@@ -43,7 +43,10 @@ final class ConditionLock<State: Sendable>: @unchecked Sendable {
     }
 
     /// Access to the state while the mutex is held: valid only inside ``withLock(_:)``.
-    struct Held: ~Copyable {
+    ///
+    /// Copyable (a `~Copyable` handle borrowed by the body crashes the 6.3 optimizer when it
+    /// inlines `withLock`), but not `Sendable`.
+    struct Held {
         fileprivate let lock: ConditionLock
 
         /// The guarded state.
@@ -69,7 +72,7 @@ final class ConditionLock<State: Sendable>: @unchecked Sendable {
 
     /// Runs `body` with the mutex held; `body` reaches the state through its handle.
     @inline(__always)
-    func withLock<T>(_ body: (borrowing Held) throws -> T) rethrows -> T {
+    func withLock<T>(_ body: (Held) throws -> T) rethrows -> T {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         return try body(Held(lock: self))
@@ -82,3 +85,6 @@ func monotonicNanoseconds() -> UInt64 {
     clock_gettime(CLOCK_MONOTONIC, &spec)
     return UInt64(spec.tv_sec) * 1_000_000_000 + UInt64(spec.tv_nsec)
 }
+
+@available(*, unavailable, message: "the handle is valid only on the thread inside withLock")
+extension ConditionLock.Held: Sendable {}

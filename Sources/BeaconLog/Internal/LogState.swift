@@ -43,6 +43,12 @@ struct State: Sendable {
     /// The first seq a quota drop left on disk: records before it are gone even when another
     /// process owns the checkpoint (a `.write` instance cannot move it).
     var droppedBefore: UInt64 = 0
+    /// The seq after the last record `read` returned in this instance.
+    var readThrough: UInt64 = 0
+    /// Records a quota drop deleted after they were read: counted as dropped, but an
+    /// acknowledgement covering them (they were delivered from the batch in flight) takes them
+    /// back out of `dropped`. A read from the checkpoint gives them up.
+    var droppedButRead: Range<UInt64>?
     var flushScheduled = false
     /// The furthest position at which a corrupt record was counted, so re-reading does not count it twice.
     var corruptCountedThrough: LogPosition?
