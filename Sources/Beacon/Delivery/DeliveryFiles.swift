@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Synchronization
 
 /// Writes whole buffers to a file descriptor, retrying on `EINTR` and short writes.
 func writeAll(_ fd: Int32, _ bytes: [UInt8], path: String) throws {
@@ -79,19 +80,31 @@ func appendJSONString(_ text: String, to bytes: inout [UInt8]) {
     bytes.append(0x22)
 }
 
-/// `delivery.inflight` in the log directory: the range of the request in flight, so that a
-/// restart sends the same events again (same body, same idempotency key) instead of a differently
-/// cut batch. One line: `<seq of the checkpoint when it was sent> <number of records read>
-/// <times sent>` (the third field, for `X-Beacon-Retry` and isolation, may be missing: 1).
-/// Replaced atomically (temporary file + `rename`), not fsynced: it matters after a process
-/// crash, which keeps the page cache; after a power loss a batch may be re-cut (still
+/// `delivery.inflight` in the log directory: the ranges of the requests not yet acknowledged, so
+/// that a restart sends the same events again (same body, same idempotency key) instead of a
+/// differently cut batch. One line per range, `<seq of the checkpoint when it was sent> <number
+/// of records read> <times sent>` (the third field, for `X-Beacon-Retry` and isolation, may be
+/// missing: 1): the request in flight, and before it the batch whose acknowledgement is still
+/// being made durable while that request goes out (a restart resumes at whichever starts at the
+/// checkpoint).
+///
+/// Rewritten in place with one `pwrite` of a fixed-size record (padded with spaces) on a
+/// descriptor kept open, not fsynced: it matters after a process crash, which keeps the page
+/// cache and cannot tear a single small write; after a power loss a batch may be re-cut (still
 /// at-least-once, only the key differs).
-struct InflightFile {
+final class InflightFile: Sendable {
     static let fileName = "delivery.inflight"
+    /// The record's size: room for two ranges of three 20-digit numbers.
+    static let recordSize = 160
     let path: String
+    private let descriptor = Mutex<Int32>(-1)
 
     init(directory: String) {
         path = directory + "/" + Self.fileName
+    }
+
+    deinit {
+        descriptor.withLock { if $0 >= 0 { close($0) } }
     }
 
     struct Range: Equatable {
@@ -101,29 +114,41 @@ struct InflightFile {
         var sends: Int = 1
     }
 
-    func load() -> Range? {
-        guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else { return nil }
-        let parts = text.split(whereSeparator: { $0 == " " || $0 == "\n" })
-        guard parts.count == 2 || parts.count == 3, let first = UInt64(parts[0]), let count = Int(parts[1]), count > 0 else { return nil }
-        let sends = parts.count == 3 ? Int(parts[2]) ?? 1 : 1
-        return Range(firstSeq: first, count: count, sends: max(1, sends))
+    /// The ranges saved, oldest first; empty when there is no file or it cannot be read.
+    func load() -> [Range] {
+        guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else { return [] }
+        var ranges: [Range] = []
+        for line in text.split(separator: "\n") {
+            let parts = line.split(separator: " ")
+            if parts.isEmpty { continue }
+            guard parts.count == 2 || parts.count == 3, let first = UInt64(parts[0]), let count = Int(parts[1]), count > 0 else { return [] }
+            let sends = parts.count == 3 ? Int(parts[2]) ?? 1 : 1
+            ranges.append(Range(firstSeq: first, count: count, sends: max(1, sends)))
+        }
+        return ranges
     }
 
-    func save(_ range: Range) throws {
-        let tmp = path + ".tmp"
-        let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else {
-            throw DeliveryError(.storage, "cannot write \(tmp): \(String(cString: strerror(errno))); check the log directory's permissions")
-        }
-        do {
-            try writeAll(fd, Array("\(range.firstSeq) \(range.count) \(range.sends)\n".utf8), path: tmp)
-        } catch {
-            close(fd)
-            throw error
-        }
-        close(fd)
-        guard rename(tmp, path) == 0 else {
-            throw DeliveryError(.storage, "cannot rename \(tmp) to \(path): \(String(cString: strerror(errno)))")
+    /// Replaces the file's ranges with `ranges` (at most two).
+    func save(_ ranges: [Range]) throws {
+        precondition(ranges.count <= 2, "delivery.inflight holds at most two ranges")
+        var record = Array(ranges.map { "\($0.firstSeq) \($0.count) \($0.sends)\n" }.joined().utf8)
+        record += [UInt8](repeating: UInt8(ascii: " "), count: max(0, Self.recordSize - record.count))
+        try descriptor.withLock { fd in
+            if fd < 0 {
+                fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+                guard fd >= 0 else {
+                    throw DeliveryError(.storage, "cannot write \(path): \(String(cString: strerror(errno))); check the log directory's permissions")
+                }
+                // A file of an earlier version may be longer (a temporary file + rename each time).
+                _ = ftruncate(fd, off_t(Self.recordSize))
+            }
+            let written = record.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+            guard written == record.count else {
+                let reason = written < 0 ? String(cString: strerror(errno)) : "a short write"
+                close(fd)
+                fd = -1
+                throw DeliveryError(.storage, "write to \(path) failed: \(reason); check free space and permissions")
+            }
         }
     }
 }

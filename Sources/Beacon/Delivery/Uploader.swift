@@ -50,6 +50,8 @@ public actor Uploader {
     /// Pending events the log's quota deleted since the uploader started (see `reportingLosses`).
     let quotaDrops = QuotaDrops()
     let ioQueue = DispatchQueue(label: "beacon.uploader.io")
+    /// Acknowledgements (checkpoint writes, fsync) run here, beside the reads and writes of `ioQueue`.
+    let ackQueue = DispatchQueue(label: "beacon.uploader.ack")
     nonisolated let trigger = Mutex(Trigger())
 
     struct Trigger {
@@ -73,8 +75,12 @@ public actor Uploader {
     /// The batch being delivered and its state machine, kept across passes.
     var current: Session?
     var inflightLoaded = false
-    /// What `delivery.inflight` holds (as an earlier run left it, until the first send).
+    /// The range of the last request as `delivery.inflight` holds it (or an earlier run's, at the checkpoint).
     var savedInflight: InflightFile.Range?
+    /// Ranges an earlier run left in `delivery.inflight` that the checkpoint has not reached yet.
+    var earlierInflight: [InflightFile.Range] = []
+    /// The acknowledgement of the last batch while it is made durable, overlapping the next request.
+    var acknowledging: Acknowledging?
     /// The highest seq already written to `rejected.jsonl` (expired or refused) by this uploader:
     /// a batch read again after a failed send must not set the same events aside twice.
     var setAsideThrough: UInt64?
@@ -337,7 +343,18 @@ public actor Uploader {
         drainTask = nil
         switch pass.outcome {
         case .drained, .noData:
-            trigger.withLock { $0.unsent = 0; $0.armed = false }
+            // Events appended while the pass ended (its last read came back empty, then it waited
+            // for the last acknowledgement) found the trigger armed and did not fire: look again.
+            let pending = pendingEvents, bulk = configuration.flushBulkSize
+            let again = trigger.withLock { t -> Bool in
+                t.unsent = Int(clamping: pending)
+                t.armed = !t.stopped && pending >= UInt64(bulk)
+                return t.armed
+            }
+            if again {
+                kick()
+                if drainTask == nil { trigger.withLock { $0.armed = false } }
+            }
         case .deadline:
             trigger.withLock { $0.armed = false }
         case .failed(let failure):
