@@ -33,9 +33,13 @@ let package = Package(
         ),
         // A child process for crash tests: the tests start it and kill it with SIGKILL.
         .executableTarget(name: "beacon-test-child", dependencies: ["Beacon", "BeaconLog"], path: "Tests/Child"),
-        .testTarget(name: "BeaconLogTests", dependencies: ["BeaconLog", "beacon-test-child"]),
-        .testTarget(name: "BeaconTests", dependencies: ["Beacon", "BeaconLog", "BeaconTesting", "beacon-test-child"]),
-        .testTarget(name: "BeaconCLITests", dependencies: ["BeaconLog", "BeaconCLI", "BeaconTesting"]),
+        // Helpers every test target uses: temporary directories, polling with a deadline, the
+        // seeded generator, the child's path.
+        .target(name: "BeaconTestSupport", path: "Tests/BeaconTestSupport"),
+        .testTarget(name: "BeaconLogTests", dependencies: ["BeaconLog", "BeaconTestSupport", "beacon-test-child"]),
+        .testTarget(name: "BeaconTests", dependencies: ["Beacon", "BeaconLog", "BeaconTesting", "BeaconTestSupport", "beacon-test-child"]),
+        // Also the ClickHouse integration suite: it drives the built `beacon`, the test child and a tracker.
+        .testTarget(name: "BeaconCLITests", dependencies: ["Beacon", "BeaconLog", "BeaconCLI", "BeaconTesting", "BeaconTestSupport", "beacon-test-child"]),
     ],
     swiftLanguageModes: [.v6]
 )

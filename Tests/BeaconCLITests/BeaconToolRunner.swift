@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+@_exported import BeaconTestSupport
 
 /// What one run of the `beacon` executable did.
 struct ToolResult {
@@ -14,19 +15,22 @@ struct ToolResult {
 /// standard output and error captured.
 enum BeaconToolRunner {
     /// `beacon` next to the test bundle (`.build/<triple>/debug/`), else under the package's `.build/debug`.
-    static let executable: String = {
+    static let executable: String = builtExecutable("beacon")
+
+    /// The package's executable `name` next to the test bundle, else under the package's `.build/debug`.
+    static func builtExecutable(_ name: String) -> String {
         let bundleDir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        var candidates = [bundleDir.appendingPathComponent("beacon").path]
+        var candidates = [bundleDir.appendingPathComponent(name).path]
         var dir = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         while dir.path != "/" {
             if FileManager.default.fileExists(atPath: dir.appendingPathComponent("Package.swift").path) {
-                candidates.append(dir.appendingPathComponent(".build/debug/beacon").path)
+                candidates.append(dir.appendingPathComponent(".build/debug/\(name)").path)
                 break
             }
             dir = dir.deletingLastPathComponent()
         }
         return candidates.first { FileManager.default.isExecutableFile(atPath: $0) } ?? candidates.last!
-    }()
+    }
 
     /// Runs `beacon ARGS`, feeding `stdin` through a pipe (written from another thread) and
     /// capturing stdout in a temporary file (or sending it to `stdoutFile`). `currentDirectory`
@@ -80,13 +84,6 @@ enum BeaconToolRunner {
     }
 }
 
-/// A unique temporary directory, removed when `body` returns.
-func withTemporaryDirectory<T>(_ body: (String) throws -> T) throws -> T {
-    let path = FileManager.default.temporaryDirectory.appendingPathComponent("beacon-cli-\(UUID().uuidString)").path
-    defer { try? FileManager.default.removeItem(atPath: path) }
-    return try body(path)
-}
-
 /// Workload-style events (WORKLOAD.md), `n` of them starting at `from`.
 func events(_ n: Int, from: Int = 0) -> [String] {
     (from..<(from + n)).map { i in
@@ -116,14 +113,15 @@ final class RunningTool {
     private let errPath: String
     private let outPath: String
 
-    /// Starts `beacon ARGS`; stdout goes to `stdoutFile` (appended to) or a scratch file.
-    init(_ arguments: [String], stdoutFile: String? = nil) throws {
+    /// Starts `beacon ARGS` (or another `executable`); stdout goes to `stdoutFile` (appended to)
+    /// or a scratch file.
+    init(_ arguments: [String], stdoutFile: String? = nil, executable: String = BeaconToolRunner.executable) throws {
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("beacon-cli-bg-\(UUID().uuidString)").path
         errPath = scratch + ".err"
         outPath = stdoutFile ?? scratch + ".out"
         if !FileManager.default.fileExists(atPath: outPath) { _ = FileManager.default.createFile(atPath: outPath, contents: nil) }
         _ = FileManager.default.createFile(atPath: errPath, contents: nil)
-        process.executableURL = URL(fileURLWithPath: BeaconToolRunner.executable)
+        process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         process.standardInput = input
         let out = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
@@ -171,14 +169,4 @@ final class RunningTool {
         if process.isRunning { kill() }
         try? FileManager.default.removeItem(atPath: errPath)
     }
-}
-
-/// Polls `condition` every 10 ms for up to `seconds`; returns whether it became true.
-func eventually(within seconds: Double = 10, _ condition: () throws -> Bool) rethrows -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if try condition() { return true }
-        usleep(10_000)
-    }
-    return try condition()
 }

@@ -161,3 +161,74 @@ import Testing
         }
     }
 }
+
+extension CheckpointRecoveryTests {
+    /// Acknowledging exactly the end of a sealed segment deletes it; reopening must not fall back.
+    @Test(arguments: [1, 2, 3])
+    func acknowledgeToTheEndOfASealedSegmentSurvivesReopen(segmentsAcked: Int) throws {
+        try withTemporaryDirectory { dir in
+            let total: UInt64
+            let acked: UInt64
+            do {
+                let log = try BeaconLog(configuration: smallConfig(dir))
+                for i in 0..<400 { try log.append(#"{"n":\#(i),"pad":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}"#) }
+                try log.sync()
+                // Read segment by segment: a batch that stops at a segment's end.
+                var end = log.checkpoint
+                var count: UInt64 = 0
+                for _ in 0..<segmentsAcked {
+                    var cursor = end
+                    let startSegment = cursor.segment
+                    while true {
+                        let b = try log.read(from: cursor, maxRecords: 1)
+                        if b.isEmpty || b.end.segment != startSegment && b.start.segment != startSegment { break }
+                        if b.end.segment != startSegment { break }
+                        cursor = b.end
+                        count += UInt64(b.count)
+                        let size = try FileManager.default.attributesOfItem(atPath: dir + "/" + SegmentName.fileName(startSegment))[.size] as! UInt64
+                        if cursor.offset == size { break }
+                    }
+                    end = cursor
+                    try log.acknowledge(through: end)
+                    #expect(log.stats.acknowledgedSeq == count - 1)
+                    end = LogPosition(segment: end.segment + 1, offset: 0, seq: end.seq)
+                }
+                acked = count
+                total = log.stats.nextSeq
+                #expect(!(try segmentFiles(dir)).contains(SegmentName.fileName(0)))
+                try log.close()
+            }
+            let log = try BeaconLog(configuration: smallConfig(dir))
+            let stats = log.stats
+            #expect(stats.checkpointRecovery == nil)
+            #expect(stats.nextSeq == total)
+            #expect(stats.pendingRecords == total - acked)
+            #expect(stats.acknowledgedSeq == acked - 1)
+            let first = try log.read(maxRecords: 1)
+            #expect(first.firstSeq == acked)
+            try log.close()
+        }
+    }
+}
+
+@Suite struct CheckpointSeqTests {
+    /// A checkpoint whose segment starts after its seq must not pass over the records in between.
+    @Test func aCheckpointNamingANewerSegmentThanItsSeqResumesAtItsSeq() throws {
+        try withTemporaryDirectory { dir in
+            let config = smallConfig(dir)
+            try fillLog(config, count: 200, pad: 38)
+            let segments = try segmentNumbers(dir)
+            #expect(segments.count >= 3)
+            // Seq 5 lives in the first segment; name the third.
+            var file = Checkpoint(generation: 1, position: LogPosition(segment: segments[2], offset: 0, seq: 5)).encodedSlot()
+            file += [UInt8](repeating: 0, count: Checkpoint.slotSize)
+            try Data(file).write(to: URL(fileURLWithPath: dir + "/" + Checkpoint.fileName))
+            let log = try BeaconLog(configuration: config)
+            #expect(log.stats.checkpointRecovery != nil)
+            let batch = try log.read(maxRecords: 1000)
+            #expect(batch.firstSeq == 5)
+            #expect(batch.seqs == Array(5..<200))
+            try log.close()
+        }
+    }
+}

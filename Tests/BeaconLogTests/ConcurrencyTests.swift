@@ -46,7 +46,9 @@ import Testing
                         } else {
                             refused.withLock { _ = $0.insert(record) }
                         }
-                    } catch {}
+                    } catch {
+                        Issue.record("append threw an error that is not a BeaconLogError: \(error)")
+                    }
                 }
             }
             if diskFillsUp {

@@ -56,7 +56,9 @@ import Testing
                 } catch let error as BeaconLogError {
                     run.errors.append(error)
                     if error.code == .failed { run.failed = error; break }
-                } catch {}
+                } catch {
+                    Issue.record("sync threw an error that is not a BeaconLogError: \(error)", sourceLocation: sourceLocation)
+                }
             }
             if ackEvery > 0 && i % ackEvery == ackEvery - 1 {
                 do {
@@ -66,7 +68,9 @@ import Testing
                 } catch let error as BeaconLogError {
                     run.errors.append(error)
                     if error.code == .failed { run.failed = error; break }
-                } catch {}
+                } catch {
+                    Issue.record("read or acknowledge threw an error that is not a BeaconLogError: \(error)", sourceLocation: sourceLocation)
+                }
             }
         }
         if let failure = run.failed {

@@ -120,3 +120,43 @@ import Testing
         }
     }
 }
+
+@Suite struct CRC32CInstructionTests {
+    /// The CPU instruction and the table agree on every length and alignment, and on the check value.
+    @Test func instructionMatchesTable() {
+        var rng = SystemRandomNumberGenerator()
+        let bytes = (0..<4096).map { _ in UInt8.random(in: 0...255, using: &rng) }
+        bytes.withUnsafeBytes { raw in
+            for start in 0..<9 {
+                for count in Array(0...70) + [255, 1000, 4000] where start + count <= raw.count {
+                    let slice = UnsafeRawBufferPointer(rebasing: raw[start..<(start + count)])
+                    #expect(CRC32C.update(7, slice) == CRC32C.software(7, slice))
+                }
+            }
+        }
+        #expect(CRC32C.checksum(Array("123456789".utf8)) == 0xE306_9283)
+    }
+}
+
+@Suite struct FrameEncodingTests {
+    /// The hand-rolled decimal writer and digit counter match Swift's for every power-of-ten edge and random values.
+    @Test func framesMatchTheTextFormat() {
+        var values: [UInt64] = [0, 1, 9, 10, 11, 99, 100, 101, UInt64(UInt32.max), UInt64.max, UInt64.max - 1]
+        var p: UInt64 = 1
+        for _ in 0..<19 {
+            p *= 10
+            values += [p - 1, p, p + 1]
+        }
+        for _ in 0..<2000 { values.append(UInt64.random(in: 0...UInt64.max) >> UInt64.random(in: 0...63)) }
+        let record = Array(#"{"a":1}"#.utf8)
+        for seq in values {
+            let crc = UInt32(truncatingIfNeeded: seq &* 2_654_435_761)
+            var out: [UInt8] = []
+            record.withUnsafeBytes { Frame.encode(seq: seq, crc: crc, record: $0, into: &out) }
+            let expected = #"{"seq":\#(seq),"crc":\#(crc),"event":{"a":1}}"# + "\n"
+            #expect(String(decoding: out, as: UTF8.self) == expected)
+            #expect(Frame.length(seq: seq, crc: crc, count: record.count) == out.count)
+            #expect(Frame.digits(seq) == String(seq).count)
+        }
+    }
+}

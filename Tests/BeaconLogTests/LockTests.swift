@@ -94,9 +94,9 @@ import Testing
             let log = try BeaconLog(configuration: config)
             var received: [UInt64] = []
             var contents: [String] = []
-            let deadline = Date().addingTimeInterval(20)
+            let deadline = ContinuousClock.now + .seconds(20)
             var childDone = false
-            while received.count < count && Date() < deadline {
+            while received.count < count && ContinuousClock.now < deadline {
                 let batch = try log.read(maxRecords: Int.random(in: 1...120))
                 if batch.isEmpty {
                     if childDone { break }

@@ -138,3 +138,62 @@ import Testing
         }
     }
 }
+
+@Suite struct QuotaAccountingTests {
+    static let pad = String(repeating: "x", count: 60)
+
+    func config(_ dir: String, access: BeaconLog.Access = .readWrite) -> BeaconLog.Configuration {
+        var c = BeaconLog.Configuration(directory: dir)
+        c.segmentBytes = 4096
+        c.maxBytes = 8192
+        c.durability = .none
+        c.access = access
+        return c
+    }
+
+    /// A quota drop moves the checkpoint, but the records it passes were dropped, not acknowledged.
+    @Test func aQuotaDropIsNotCountedAsAcknowledged() throws {
+        try withTemporaryDirectory { dir in
+            let log = try BeaconLog(configuration: config(dir))
+            for i in 0..<400 { try log.append(#"{"n":\#(i),"pad":"\#(Self.pad)"}"#) }
+            try log.sync()
+            let stats = log.stats
+            let first = try #require(try log.read(maxRecords: 1).firstSeq)
+            #expect(first > 0)
+            #expect(stats.dropped["quota"] == first)
+            #expect(stats.acknowledgedRecords == 0)
+            #expect(stats.pendingRecords == 400 - first)
+            try log.close()
+        }
+    }
+
+    /// A writer without the reader lock counts each dropped record once, whatever the reader acknowledged.
+    @Test func aWriteOnlyInstanceCountsEachDroppedRecordOnce() throws {
+        try withTemporaryDirectory { dir in
+            let writer = try BeaconLog(configuration: config(dir, access: .write))
+            let reader = try BeaconLog(configuration: config(dir, access: .read))
+            for i in 0..<400 { try writer.append(#"{"n":\#(i),"pad":"\#(Self.pad)"}"#) }
+            try writer.sync()
+            let first = try #require(try reader.read(maxRecords: 1).firstSeq)
+            #expect(first > 0)
+            #expect(writer.stats.dropped["quota"] == first)
+            #expect(writer.stats.pendingRecords == 400 - first)
+            // The reader takes everything; the next drops hold only records appended after that.
+            var batch = try reader.read(maxRecords: 10_000)
+            #expect(batch.lastSeq == 399)
+            try reader.acknowledge(through: batch.end)
+            try reader.close()
+            for i in 400..<800 { try writer.append(#"{"n":\#(i),"pad":"\#(Self.pad)"}"#) }
+            try writer.sync()
+            // A fresh reader: one that kept a segment open could still read it after the drop.
+            let reader2 = try BeaconLog(configuration: config(dir, access: .read))
+            batch = try reader2.read(maxRecords: 10_000)
+            let second = try #require(batch.firstSeq)
+            #expect(batch.lastSeq == 799)
+            #expect(second > 400)
+            #expect(writer.stats.dropped["quota"] == first + (second - 400))
+            try writer.close()
+            try reader2.close()
+        }
+    }
+}

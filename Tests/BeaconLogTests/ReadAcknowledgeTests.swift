@@ -243,3 +243,88 @@ import Testing
         }
     }
 }
+
+extension ReadAcknowledgeTests {
+    /// The CRC covers the event, not its seq: a record whose seq digits changed is skipped and
+    /// counted, and only that one, whether the seq went down or up.
+    @Test(arguments: [("\"seq\":12,", "\"seq\":11,"), ("\"seq\":12,", "\"seq\":10,"), ("\"seq\":12,", "\"seq\":92,"), ("\"seq\":12,", "\"seq\":13,")])
+    func damagedSeqDigitsSkipOnlyThatRecord(from: String, to: String) throws {
+        try withTemporaryDirectory { dir in
+            do {
+                let log = try BeaconLog(configuration: smallConfig(dir))
+                for i in 0..<30 { try log.append(#"{"n":\#(i)}"#) }
+                try log.close()
+            }
+            let path = dir + "/" + SegmentName.fileName(0)
+            let text = try String(contentsOfFile: path, encoding: .utf8)
+            #expect(text.contains(from))
+            try text.replacingOccurrences(of: from, with: to).write(toFile: path, atomically: false, encoding: .utf8)
+            let log = try BeaconLog(configuration: smallConfig(dir))
+            let batch = try log.read(maxRecords: 1000)
+            let ns = batch.records.map { String(decoding: $0, as: UTF8.self) }
+            #expect(ns == (0..<30).filter { $0 != 12 }.map { #"{"n":\#($0)}"# })
+            #expect(batch.skippedCorrupt == 1)
+            #expect(log.stats.skippedCorrupt == 1)
+            try log.close()
+        }
+    }
+}
+
+@Suite struct PartialAcknowledgeTests {
+    /// Acknowledging through `end(after:)` of any record, across a roll, resumes exactly after it.
+    @Test func acknowledgeAPrefixOfABatch() throws {
+        try withTemporaryDirectory { dir in
+            var config = BeaconLog.Configuration(directory: dir)
+            config.segmentBytes = 4096
+            let log = try BeaconLog(configuration: config)
+            for i in 0..<200 { try log.append(#"{"n":\#(i),"pad":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}"#) }
+            var expected: UInt64 = 0
+            for take in [1, 7, 30, 49, 13] {
+                let batch = try log.read(maxRecords: 50)
+                #expect(batch.firstSeq == expected)
+                try log.acknowledge(through: batch.end(after: take - 1))
+                expected += UInt64(take)
+                #expect(log.stats.acknowledgedSeq == expected - 1)
+            }
+            try log.close()
+            let again = try BeaconLog(configuration: config)
+            #expect(try again.read(maxRecords: 1).firstSeq == expected)
+            try again.close()
+        }
+    }
+}
+
+@Suite struct CorruptReasonTests {
+    /// Each kind of damage is counted under its reason, and the counts survive a reopen.
+    @Test func skippedRecordsAreCountedByReason() throws {
+        try withTemporaryDirectory { dir in
+            let config = smallConfig(dir)
+            try fillLog(config, count: 20, pad: 10)
+            let path = segmentPath(dir, 0)
+            var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+            let starts = [0] + bytes.indices.filter { bytes[$0] == 0x0A }.map { $0 + 1 }.dropLast()
+            // Record 3: one event byte changed (checksum). Record 7: its frame broken (malformed).
+            // Record 11: zero-filled. Record 15: a seq digit changed (seqDigits).
+            let event3 = bytes[starts[3]...].firstIndex(of: 0x78)!  // an 'x' of the padding
+            bytes[event3] = 0x79
+            bytes[starts[7] + 2] = 0x53  // {"Seq"
+            for k in starts[11]..<(starts[12] - 1) { bytes[k] = 0 }
+            bytes[starts[15] + 8] = bytes[starts[15] + 8] == 0x39 ? 0x38 : bytes[starts[15] + 8] + 1  // "seq":15 -> 16 or 14
+            try Data(bytes).write(to: URL(fileURLWithPath: path))
+            let log = try BeaconLog(configuration: config)
+            let batch = try log.read(maxRecords: 100)
+            #expect(batch.seqs == (0..<20).filter { ![3, 7, 11, 15].contains($0) }.map(UInt64.init))
+            let expected: [String: UInt64] = ["checksum": 1, "malformed": 1, "zeros": 1, "seqDigits": 1]
+            #expect(log.stats.skippedCorruptByReason == expected)
+            #expect(log.stats.skippedCorrupt == 4)
+            try log.close()
+            let again = try BeaconLog(configuration: config)
+            #expect(again.stats.skippedCorruptByReason == expected)
+            // Reading the same damage again after the restart does not count it twice.
+            _ = try again.read(maxRecords: 100)
+            #expect(again.stats.skippedCorrupt == 4)
+            #expect(again.stats.skippedCorruptByReason == expected)
+            try again.close()
+        }
+    }
+}

@@ -129,3 +129,39 @@ import Testing
         }
     }
 }
+
+extension RollTests {
+    /// A frame that ends exactly at segmentBytes stays in its segment; one byte more rolls.
+    @Test(arguments: [0, 1])
+    func aFrameThatFitsExactlyStaysInTheSegment(extra: Int) throws {
+        try withTemporaryDirectory { dir in
+            let log = try BeaconLog(configuration: smallConfig(dir))
+            var used = 0
+            var seq: UInt64 = 0
+            let filler = Array(#"{"pad":"\#(String(repeating: "y", count: 100))"}"#.utf8)
+            while used + 2 * Frame.length(seq: seq, crc: UInt32.max, count: filler.count) < 4096 {
+                let crc = filler.withUnsafeBytes { CRC32C.checksum($0) }
+                used += Frame.length(seq: seq, crc: crc, count: filler.count)
+                try log.append(filler)
+                seq += 1
+            }
+            // A record whose frame ends exactly at 4096 (+ extra).
+            var size = 4096 - used + extra - 40
+            var record: [UInt8] = []
+            for _ in 0..<100 {
+                record = Array(#"{"p":"\#(String(repeating: "z", count: size))"}"#.utf8)
+                let crc = record.withUnsafeBytes { CRC32C.checksum($0) }
+                let length = Frame.length(seq: seq, crc: crc, count: record.count)
+                if used + length == 4096 + extra { break }
+                size += 4096 + extra - used - length
+            }
+            try log.append(record)
+            try log.sync()
+            let files = try segmentFiles(dir)
+            #expect(files.count == (extra == 0 ? 1 : 2))
+            let first = try FileManager.default.attributesOfItem(atPath: dir + "/" + files[0])[.size] as! UInt64
+            #expect(first == (extra == 0 ? 4096 : UInt64(used)))
+            try log.close()
+        }
+    }
+}

@@ -121,3 +121,45 @@ import Testing
         }
     }
 }
+
+@Suite struct PersistedCounterTests {
+    /// Drops, refusals and skipped records are still reported after a restart and to a read-only view.
+    @Test func lossCountersSurviveReopen() throws {
+        try withTemporaryDirectory { dir in
+            var config = BeaconLog.Configuration(directory: dir)
+            config.segmentBytes = 4096
+            config.maxBytes = 8192
+            config.durability = .none
+            do {
+                let log = try BeaconLog(configuration: config)
+                for i in 0..<300 { try log.append(#"{"n":\#(i),"pad":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}"#) }
+                #expect(throws: BeaconLogError.self) { try log.append("") }
+                #expect(throws: BeaconLogError.self) { try log.append("{\"a\":\n1}") }
+                try log.close()
+                let stats = log.stats
+                #expect((stats.dropped["quota"] ?? 0) > 0)
+                #expect(stats.refused["invalid"] == 2)
+            }
+            let dropped: UInt64
+            do {
+                let log = try BeaconLog(configuration: config)
+                dropped = log.stats.dropped["quota"] ?? 0
+                #expect(dropped > 0)
+                #expect(log.stats.refused["invalid"] == 2)
+                // Everything still there is delivered in order after the dropped prefix.
+                let batch = try log.read(maxRecords: 1000)
+                #expect(batch.firstSeq == dropped)
+                #expect(batch.lastSeq == 299)
+                try log.close()
+            }
+            var readOnly = BeaconLog.Configuration(directory: dir)
+            readOnly.access = .readOnly
+            let view = try BeaconLog(configuration: readOnly)
+            #expect(view.stats.dropped["quota"] == dropped)
+            #expect(view.stats.refused["invalid"] == 2)
+            try view.close()
+            let mode = try FileManager.default.attributesOfItem(atPath: dir + "/writer.counters")[.posixPermissions] as? Int
+            #expect(mode == 0o600)
+        }
+    }
+}

@@ -3,16 +3,11 @@ import Glibc
 import Synchronization
 import Testing
 @testable import BeaconLog
+@_exported import BeaconTestSupport
 
-// Helpers shared by the BeaconLog suites: temporary directories, raw segment contents, whole-log
-// reads, and the `beacon-test-child` process for lock and kill -9 tests.
-
-/// A temporary directory (not created; the log creates it) removed when `body` returns.
-func withTemporaryDirectory<T>(_ body: (String) throws -> T) throws -> T {
-    let path = FileManager.default.temporaryDirectory.appendingPathComponent("beacon-logtests-\(UUID().uuidString)").path
-    defer { try? FileManager.default.removeItem(atPath: path) }
-    return try body(path)
-}
+// Helpers shared by the BeaconLog suites: raw segment contents, whole-log reads, and the
+// `beacon-test-child` process for lock and kill -9 tests. Temporary directories, polling, the
+// seeded generator and the child's path come from BeaconTestSupport.
 
 /// A small-segment configuration most suites start from.
 func smallConfig(_ dir: String, durability: BeaconLog.Durability = .none, segmentBytes: Int = 4096, maxBytes: Int64 = 1 << 20) -> BeaconLog.Configuration {
@@ -36,6 +31,11 @@ func sidecarConfigs(_ dir: String) -> (writer: BeaconLog.Configuration, reader: 
 /// The numbers of the segment files in `dir`, ascending.
 func segmentNumbers(_ dir: String) throws -> [UInt64] {
     try FileManager.default.contentsOfDirectory(atPath: dir).compactMap(SegmentName.parse).sorted()
+}
+
+/// The names of the segment files in `dir`, sorted.
+func segmentFiles(_ dir: String) throws -> [String] {
+    try FileManager.default.contentsOfDirectory(atPath: dir).filter { $0.hasSuffix(".jsonl") }.sorted()
 }
 
 func segmentPath(_ dir: String, _ number: UInt64) -> String {
@@ -139,42 +139,7 @@ func expectLogError(_ code: BeaconLogError.Code, sourceLocation: SourceLocation 
     }
 }
 
-/// A seeded generator (SplitMix64) so property tests can print and replay their seed.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 // MARK: - The child process
-
-/// Where `swift build --build-tests` put `beacon-test-child`: next to the test bundle, or found by
-/// walking up from this file to the package's `.build/debug`.
-func childExecutablePath() throws -> String {
-    var candidates: [String] = []
-    let bundle = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-    candidates.append(bundle.appendingPathComponent("beacon-test-child").path)
-    var dir = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-    while dir.path != "/" {
-        candidates.append(dir.appendingPathComponent(".build/debug/beacon-test-child").path)
-        dir = dir.deletingLastPathComponent()
-    }
-    guard let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
-        throw ChildError("beacon-test-child not found (looked at \(candidates.prefix(3))); run `swift build --build-tests`")
-    }
-    return found
-}
-
-struct ChildError: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
-}
 
 /// A running `beacon-test-child`, its stdout collected line by line.
 final class ChildProcess: Sendable {
@@ -220,8 +185,8 @@ final class ChildProcess: Sendable {
     /// Waits (polling every millisecond, at most `timeout` seconds) for a line satisfying `predicate`.
     @discardableResult
     func waitForLine(timeout: Double = 10, where predicate: (String) -> Bool) throws -> String {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
+        let deadline = ContinuousClock.now + .milliseconds(Int64(timeout * 1000))
+        while ContinuousClock.now < deadline {
             let (lines, eof) = output.withLock { ($0.lines, $0.eof) }
             if let line = lines.first(where: predicate) { return line }
             if eof { throw ChildError("child \(pid) ended without the expected line; it printed \(lines.suffix(5))") }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 @testable import Beacon
 import BeaconTesting
@@ -65,12 +66,11 @@ final class DiagnosticsSink: Sendable {
     var handler: @Sendable (String) -> Void { { [self] line in lines.withLock { $0.append(line) } } }
 }
 
-import Synchronization
-
-/// Waits (really) until `condition` holds or `seconds` pass; for conditions no event announces.
+/// Polls `condition` every 5 ms, suspending between tries, until it holds or `seconds` pass on
+/// the monotonic clock; returns whether it held.
 func eventually(_ seconds: Double = 5, _ condition: () async -> Bool) async -> Bool {
-    let end = Date().addingTimeInterval(seconds)
-    while Date() < end {
+    let deadline = ContinuousClock.now.advanced(by: .milliseconds(Int64(seconds * 1000)))
+    while ContinuousClock.now < deadline {
         if await condition() { return true }
         try? await Task.sleep(for: .milliseconds(5))
     }

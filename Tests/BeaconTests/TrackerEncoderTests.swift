@@ -2,18 +2,6 @@ import Foundation
 import Testing
 @testable import Beacon
 
-/// A small seeded generator, so a failing case can be replayed.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 enum RandomValues {
     static let pieces: [String] = ["", "\"", "\\", "\n", "\r\n", "\t", "\u{0}", "\u{1}", "\u{1F}", "\u{7F}", "é", "日本語", "🚀", "👩‍👩‍👧",
                                    "\u{2028}", "\u{2029}", "\u{FEFF}", "a", "book", " ", "/", "</script>", "\\u0000", "{\"k\":1}"]

@@ -12,12 +12,14 @@ import Testing
             try await withTrackerDirectoryOffPool { dir in
                 let (beacon, tracker) = try Self.trackingBeacon(dir, pad: 500, pauseEvery: nil)
                 let group = DispatchGroup()
-                usleep(20_000)
+                // Close while events are being tracked: once some are, and until the tracking
+                // thread has seen the close (its next events are dropped as "closed").
+                #expect(eventually(within: 5) { beacon.stats.tracked >= 100 }, "round \(round): the tracking thread did not start")
                 for _ in 0..<2 {
                     group.enter()
                     Thread { beacon.closeNow(); group.leave() }.start()
                 }
-                usleep(20_000)
+                #expect(eventually(within: 5) { beacon.stats.dropped["closed", default: 0] > 0 }, "round \(round): tracking never met the close")
                 tracker.stop()
                 group.wait()
                 let stats = beacon.stats
@@ -39,7 +41,8 @@ import Testing
                 try await beacon.run()
                 returned.store(true, ordering: .relaxed)
             }
-            try await Task.sleep(for: .milliseconds(100))
+            // Close only once run() is waiting.
+            #expect(await eventually(5) { beacon.delivery.shutdown.withLock { !$0.waiters.isEmpty } }, "run() never started waiting")
             await beacon.close()
             let didReturn = await eventually(5) { returned.load(ordering: .relaxed) }
             #expect(didReturn, "run() still waiting after close()")

@@ -2,13 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import Beacon
-
-/// A temporary directory, removed when the body returns.
-func withTrackerDirectory<T>(_ body: (String) async throws -> T) async rethrows -> T {
-    let path = FileManager.default.temporaryDirectory.appendingPathComponent("beacon-tracker-\(UUID().uuidString)").path
-    defer { try? FileManager.default.removeItem(atPath: path) }
-    return try await body(path)
-}
+@_exported import BeaconTestSupport
 
 /// Runs `body` on a thread of its own and waits for it without blocking the concurrency pool.
 ///
@@ -123,21 +117,4 @@ func readEventsWhileOpen(_ beacon: Beacon) throws -> [[String: Any]] {
         cursor = batch.end
     }
     return objects
-}
-
-/// The path of `beacon-test-child`, next to the test bundle in .build/debug.
-func testChildPath() throws -> String {
-    var url = URL(fileURLWithPath: #filePath)
-    while url.path != "/" {
-        url.deleteLastPathComponent()
-        let candidate = url.appendingPathComponent(".build/debug/beacon-test-child").path
-        if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-    }
-    let sibling = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("beacon-test-child").path
-    if FileManager.default.isExecutableFile(atPath: sibling) { return sibling }
-    throw TestChildMissing()
-}
-
-struct TestChildMissing: Error, CustomStringConvertible {
-    var description: String { "beacon-test-child was not found next to the tests; run swift build --build-tests" }
 }

@@ -2,7 +2,8 @@ import Beacon
 import Dispatch
 import Foundation
 
-/// `beacon-test-child deliver DIR URL START COUNT`: a tracker delivering to the collector at URL.
+/// `beacon-test-child deliver DIR URL START COUNT [FORMAT]`: a tracker delivering to the collector
+/// at URL, in FORMAT (a ``PayloadFormat`` raw value: jsonArray, the default, envelope or ndjson).
 /// Tracks events "Numbered" with property `n = START ..< START+COUNT`, a few milliseconds apart,
 /// printing "ready" once open and "durable N" each time the events through N are fsynced; then
 /// shuts down with a 5 s deadline and prints "done SENT REMAINING". SIGTERM/SIGINT run the
@@ -10,7 +11,7 @@ import Foundation
 /// at random moments.
 func runDeliverChild(_ arguments: [String]) -> Never {
     guard arguments.count >= 4, let url = URL(string: arguments[1]), let start = Int(arguments[2]), let count = Int(arguments[3]) else {
-        FileHandle.standardError.write(Data("usage: beacon-test-child deliver DIR URL START COUNT\n".utf8))
+        FileHandle.standardError.write(Data("usage: beacon-test-child deliver DIR URL START COUNT [FORMAT]\n".utf8))
         exit(64)
     }
     var config = Beacon.Configuration(directory: arguments[0], serverURL: url)
@@ -23,6 +24,13 @@ func runDeliverChild(_ arguments: [String]) -> Never {
     delivery.flushInterval = .seconds(5)
     delivery.backoff = .init(initial: .milliseconds(20), maximum: .milliseconds(200))
     delivery.requestTimeout = .seconds(5)
+    if arguments.count >= 5 {
+        guard let format = PayloadFormat(rawValue: arguments[4]) else {
+            FileHandle.standardError.write(Data("beacon-test-child deliver: unknown format \(arguments[4])\n".utf8))
+            exit(64)
+        }
+        delivery.format = format
+    }
     config.delivery = delivery
     let beacon: Beacon
     do {
