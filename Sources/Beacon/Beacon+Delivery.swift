@@ -170,7 +170,7 @@ extension Beacon {
     }
 
     /// On SIGTERM or SIGINT, shuts the tracker down with `grace` as the deadline (so the last
-    /// batch can go out, seed 003), then exits the process with status 128 + the signal number.
+    /// batch can go out before the process ends), then exits the process with status 128 + the signal number.
     /// A second signal during shutdown exits at once. Opt-in; installing it again does nothing.
     ///
     /// The signals are ignored for their default action (`signal(SIG_IGN)`) and watched with

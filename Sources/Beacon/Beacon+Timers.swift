@@ -1,4 +1,4 @@
-/// Event-duration timers (seed 002): by handle (``EventTimer``) or by event name, on the monotonic clock.
+/// Event-duration timers: by handle (``EventTimer``) or by event name, on the monotonic clock.
 extension Beacon {
     /// Starts a timer for `event` and returns its handle; ``EventTimer/end(properties:distinctId:)``
     /// tracks the event with `$event_duration`. Uses the monotonic clock, so changing the system

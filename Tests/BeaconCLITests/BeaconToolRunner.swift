@@ -84,7 +84,7 @@ enum BeaconToolRunner {
     }
 }
 
-/// Workload-style events (WORKLOAD.md), `n` of them starting at `from`.
+/// Small `Purchase` events like the benchmark's, `n` of them starting at `from`.
 func events(_ n: Int, from: Int = 0) -> [String] {
     (from..<(from + n)).map { i in
         #"{"distinct_id":"user-\#(i % 1000)","event":"Purchase","time":\#(1_700_000_000_000 + i),"_track_id":\#(i),"properties":{"$lib":"Swift","price":9.99,"vip":true}}"#

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import BeaconLog
 
-/// CRC-32C, the frame format `{"seq":N,"crc":C,"event":<record>}\n` (DESIGN §2), and what append refuses.
+/// CRC-32C, the frame format `{"seq":N,"crc":C,"event":<record>}\n`, and what append refuses.
 @Suite struct FramingTests {
     /// The check value and the RFC 3720 (iSCSI) test vectors.
     @Test(arguments: [

@@ -4,7 +4,7 @@ import Testing
 @testable import BeaconLog
 
 /// kill -9 at random moments while a child process appends, under each durability policy
-/// (DESIGN §4: a process crash loses nothing that `write(2)` accepted, and never what was reported
+/// (a process crash loses nothing that `write(2)` accepted, and never what was reported
 /// durable). After each kill: recovery, a clean verify, a gap-free in-order prefix `{"n":i}` at
 /// seq i holding every record reported durable, and new appends accepted; the next child continues.
 @Suite struct KillTests {

@@ -47,7 +47,7 @@ struct LogSnapshot {
     }
 }
 
-/// Recovery on open (DESIGN §3.4, §3.5): every way the newest segment's tail can be torn, and
+/// Recovery on open: every way the newest segment's tail can be torn, and
 /// single damaged records anywhere.
 @Suite struct RecoverySweepTests {
     enum Damage: String, CaseIterable, Sendable {

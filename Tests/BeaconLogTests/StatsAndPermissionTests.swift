@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import BeaconLog
 
-/// File modes (DESIGN §2: events can carry personal data) and every `LogStats` field after a
+/// File modes (owner only: events can carry personal data) and every `LogStats` field after a
 /// scripted scenario.
 @Suite struct StatsAndPermissionTests {
     func mode(_ path: String) throws -> Int {

@@ -1,5 +1,5 @@
-/// Encodes one record (DESIGN: `_track_id`, `time`, `type`, `event`, identity, `properties`)
-/// into bytes, validating as it goes. Property order inside `properties`: the caller's, then
+/// Encodes one record (its fields in this order: `_track_id`, `time`, `type`, `event`, identity,
+/// `properties`) into bytes, validating as it goes. Property order inside `properties`: the caller's, then
 /// dynamic super properties, then super properties and presets; a key appears once, taken from
 /// the first of caller > dynamic super > super > presets that has it.
 enum RecordEncoder {

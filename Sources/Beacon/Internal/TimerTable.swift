@@ -1,4 +1,5 @@
-/// Event-duration timers on the monotonic clock (seed 002): start, pause, resume, end.
+/// Event-duration timers on the monotonic clock, so that changing the system time changes no
+/// duration: start, pause, resume, end.
 struct TimerTable: Sendable {
     struct Entry: Sendable {
         var accumulated: Duration = .zero

@@ -5,7 +5,8 @@
 /// bytes, where C is the CRC-32C of the bytes from `{` up to (not including) `,"crc":`. Generation G
 /// goes to slot G % 2 with `pwrite` and fsync, so a crash during a write leaves the other slot
 /// intact; on open the valid slot with the highest generation wins. Overwriting in place with one
-/// fsync is ~4.6× faster than tmp + rename + directory fsync (PEERS.md) and just as atomic.
+/// fsync is ~4.6× faster than tmp + rename + directory fsync (measured when this format was
+/// chosen) and just as atomic.
 package struct Checkpoint: Equatable, Sendable {
     package static let slotSize = 512
     package static let fileSize = 1024

@@ -1,6 +1,7 @@
 import Glibc
 
-/// The framing of one record: `{"seq":N,"crc":C,"event":<record>}\n` (DESIGN §2).
+/// The framing of one record: `{"seq":N,"crc":C,"event":<record>}\n`, one JSON line per record,
+/// where C is the CRC-32C of the event bytes.
 ///
 /// The key order is fixed so that a reader finds the event bytes without a JSON parser.
 package enum Frame {

@@ -3,7 +3,7 @@ import Glibc
 /// Opening a log directory: find the segments, repair the newest one, load and check the checkpoint.
 ///
 /// Reads only the newest segment (and older ones only while the newer are empty) and one record at
-/// the checkpoint, so opening costs O(newest segment), not O(backlog) (DESIGN §3.8).
+/// the checkpoint, so opening costs O(newest segment), not O(backlog): a large backlog must not slow a restart.
 enum Recovery {
     struct Opened {
         var state: State
