@@ -36,8 +36,10 @@ let package = Package(
         // Helpers every test target uses: temporary directories, polling with a deadline, the
         // seeded generator, the child's path.
         .target(name: "BeaconTestSupport", path: "Tests/BeaconTestSupport"),
-        .testTarget(name: "BeaconLogTests", dependencies: ["BeaconLog", "BeaconTestSupport", "beacon-test-child"]),
-        .testTarget(name: "BeaconTests", dependencies: ["Beacon", "BeaconLog", "BeaconTesting", "BeaconTestSupport", "beacon-test-child"]),
+        // The file system with scriptable faults and a journal of every call, which the suites share.
+        .target(name: "FaultInjection", dependencies: ["BeaconLog"], path: "Tests/FaultInjection"),
+        .testTarget(name: "BeaconLogTests", dependencies: ["BeaconLog", "BeaconTestSupport", "FaultInjection", "beacon-test-child"]),
+        .testTarget(name: "BeaconTests", dependencies: ["Beacon", "BeaconLog", "BeaconTesting", "BeaconTestSupport", "FaultInjection", "beacon-test-child"]),
         // Also the ClickHouse integration suite: it drives the built `beacon`, the test child and a tracker.
         .testTarget(name: "BeaconCLITests", dependencies: ["Beacon", "BeaconLog", "BeaconCLI", "BeaconTesting", "BeaconTestSupport", "beacon-test-child"]),
     ],

@@ -1,3 +1,4 @@
+import BeaconLog
 import Foundation
 
 extension Beacon {
@@ -87,6 +88,10 @@ extension Beacon {
         public var delivery: DeliveryConfiguration?
         /// How upload requests are sent. Default nil: an ``HTTPTransport`` (URLSession).
         public var transport: (any Transport)?
+
+        /// The file-operation seam of the log and of the tracker's own files; tests replace it
+        /// to inject failures.
+        package var fileSystem: any FileSystem = SystemFileSystem()
 
         /// A configuration for `directory`, delivering to `serverURL` when set.
         public init(directory: String, serverURL: URL? = nil) {

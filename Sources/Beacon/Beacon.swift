@@ -76,6 +76,7 @@ public final class Beacon: Sendable {
         logConfig.maxRecordBytes = configuration.maxRecordBytes
         precondition(configuration.logAccess == .readWrite || configuration.logAccess == .write, "a tracker appends: logAccess must be .readWrite or .write")
         logConfig.access = configuration.logAccess
+        logConfig.fileSystem = configuration.fileSystem
         let quotaDrops = self.quotaDrops, maxBytes = configuration.maxBytes, report = configuration.diagnostics
         logConfig.onDropped = { records in
             guard let message = quotaDrops.message(dropped: records, maxBytes: maxBytes) else { return }
@@ -90,7 +91,7 @@ public final class Beacon: Sendable {
         self.presets = Beacon.presets(appVersion: configuration.appVersion)
 
         let diagnostics = configuration.diagnostics
-        let store = IdentityStore(directory: log.configuration.directory)
+        let store = IdentityStore(directory: log.configuration.directory, fileSystem: log.configuration.fileSystem)
         self.identityStore = store
         var identity: IdentityStore.Identity
         var mustSave = false
@@ -104,7 +105,8 @@ public final class Beacon: Sendable {
         } catch {
             diagnostics(BeaconDiagnostic(kind: .storage, message: "\(error)"))
             identity = IdentityStore.Identity(anonymousId: UUID().uuidString.lowercased(), loginId: nil)
-            mustSave = true
+            // An unreadable file may hold the identity still: only a file without one is rewritten.
+            mustSave = (error as? IdentityError)?.invalid ?? true
         }
         var counters = Counters()
         if mustSave {

@@ -45,7 +45,7 @@ extension BeaconLog {
             let name = SegmentName.fileName(number)
             guard let file = try? fs.open(directory + "/" + name, .read) else { continue }
             defer { fs.close(file) }
-            let bytes = try Recovery.readAll(file, fs: fs)
+            let bytes = try fs.readAll(file)
             segments.append(SegmentInfo(number: number, size: UInt64(bytes.count)))
             var end = 0
             // A segment may start with copies of the previous one's last records: a rewrite after a
@@ -88,7 +88,7 @@ extension BeaconLog {
         if let size = try fs.fileSize(cpPath) {
             let file = try fs.open(cpPath, .read)
             defer { fs.close(file) }
-            let bytes = try Recovery.readAll(file, fs: fs)
+            let bytes = try fs.readAll(file)
             let decoded = Checkpoint.decode(file: bytes)
             if let cp = decoded.checkpoint {
                 checkpoint = cp.position

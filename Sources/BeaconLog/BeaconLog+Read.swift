@@ -320,22 +320,11 @@ extension BeaconLog {
                 io.checkpointFile = try fs.open(path, .readWrite)
             } else {
                 // First checkpoint (or a damaged file): create it whole with tmp + fsync + rename + directory fsync.
-                let tmp = path + ".tmp"
-                try? fs.remove(tmp)
-                let file = try fs.open(tmp, .createNew)
                 var bytes = Checkpoint(generation: io.generation + 1, position: position).encodedSlot()
                 bytes.append(contentsOf: [UInt8](repeating: 0, count: Checkpoint.slotSize))
                 if (io.generation + 1) % 2 == 1 { bytes = Array(bytes[Checkpoint.slotSize...] + bytes[..<Checkpoint.slotSize]) }
-                do {
-                    try bytes.withUnsafeBytes { try fs.write(file, $0, at: 0) }
-                    try fs.sync(file)
-                    try fs.rename(tmp, to: path)
-                    try fs.syncDirectory(directory)
-                } catch {
-                    fs.close(file)
-                    throw error
-                }
-                io.checkpointFile = LogFile(handle: file.handle, path: path)  // errors name the file, not the tmp
+                try fs.replaceFile(path, with: bytes)
+                io.checkpointFile = try fs.open(path, .readWrite)
                 io.generation += 1
                 io.replaceCheckpointFile = false
                 publish(position, dropping: dropping)

@@ -87,7 +87,7 @@ public final class BeaconLog: Sendable {
         self.locks = Mutex(held)
         do {
             var recovered = try Recovery.open(directory: directory, fs: fs, canWrite: canWrite, canAcknowledge: canAcknowledge)
-            let counters = PersistedCounters.load(directory: directory)
+            let counters = PersistedCounters.load(directory: directory, fileSystem: fs)
             recovered.state.stats.dropped = counters.dropped
             recovered.state.stats.refused = counters.refused
             recovered.state.stats.skippedCorrupt = counters.skippedCorrupt

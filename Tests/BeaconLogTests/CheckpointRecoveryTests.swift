@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import BeaconLog
+import FaultInjection
 
 /// A damaged or wrong checkpoint falls back safely (never passing over unacknowledged records)
 /// and says so in `stats.checkpointRecovery`; opening reads only the newest segment.

@@ -3,6 +3,7 @@ import Glibc
 import Synchronization
 import Testing
 @testable import BeaconLog
+import FaultInjection
 
 /// Appends from several threads at once, with a reader acknowledging meanwhile (all methods are
 /// documented thread-safe): seqs are unique and gap-free, each thread's records keep their order,

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import Testing
 @testable import BeaconLog
+import FaultInjection
 
 /// Every shape of directory path a user may configure, and creating the directory durably.
 @Suite("Directory paths")

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import Testing
 @testable import BeaconLog
+import FaultInjection
 
 /// Faults injected through the file-system seam (`FaultyFileSystem`): disk full with short writes,
 /// `EIO` from fsync, failing renames, removes and directory fsyncs. After each: no corrupt record on

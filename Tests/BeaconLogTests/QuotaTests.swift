@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import BeaconLog
+import FaultInjection
 
 /// The disk quota (`maxBytes`) under `.dropOldest` and `.rejectNew`, and `maxRecordBytes`.
 @Suite struct QuotaTests {

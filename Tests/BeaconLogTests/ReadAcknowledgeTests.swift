@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import BeaconLog
+import FaultInjection
 
 /// Reading contiguous batches across segments and acknowledging them: caps, partial batches,
 /// segment deletion, the checkpoint across reopen, and refused acknowledgements.

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import BeaconLog
+import FaultInjection
 
 /// A log directory's files, captured once and written out again for each damaged variant.
 struct LogSnapshot {

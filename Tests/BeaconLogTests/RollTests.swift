@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import BeaconLog
+import FaultInjection
 
 /// Segment rolls: a frame that would make the segment exceed `segmentBytes` starts the next one.
 @Suite struct RollTests {

@@ -3,6 +3,7 @@ import Glibc
 import Synchronization
 import Testing
 @testable import BeaconLog
+import FaultInjection
 @_exported import BeaconTestSupport
 
 // Helpers shared by the BeaconLog suites: raw segment contents, whole-log reads, and the
@@ -206,4 +207,21 @@ final class ChildProcess: Sendable {
         process.waitUntilExit()
         return process.terminationStatus
     }
+}
+
+// MARK: - Fault injection
+
+/// A configuration using `fs`.
+func faultyConfig(_ dir: String, _ fs: FaultyFileSystem, durability: BeaconLog.Durability = .everyRecord, segmentBytes: Int = 4096, maxBytes: Int64 = 1 << 20) -> BeaconLog.Configuration {
+    var c = smallConfig(dir, durability: durability, segmentBytes: segmentBytes, maxBytes: maxBytes)
+    c.fileSystem = fs
+    return c
+}
+
+/// A configuration whose fsyncs succeed without reaching the disk: for tests of logic other than
+/// durability (quota, rolls, sweeps), which then run without waiting on the disk.
+func fastConfig(_ dir: String, durability: BeaconLog.Durability = .everyRecord, segmentBytes: Int = 4096, maxBytes: Int64 = 1 << 20) -> BeaconLog.Configuration {
+    let fs = FaultyFileSystem()
+    fs.skipSyncs = true
+    return faultyConfig(dir, fs, durability: durability, segmentBytes: segmentBytes, maxBytes: maxBytes)
 }

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import Beacon
+import BeaconLog
 import BeaconTesting
 
 /// A batch's acknowledgement (the checkpoint's fdatasync) is made durable while the next request
@@ -53,7 +54,7 @@ struct DeliveryAcknowledgementTests {
         let dir = DeliveryTempDir()
         defer { dir.remove() }
         try FileManager.default.createDirectory(atPath: dir.path, withIntermediateDirectories: true)
-        let file = InflightFile(directory: dir.path)
+        let file = InflightFile(directory: dir.path, fileSystem: SystemFileSystem())
         #expect(file.load().isEmpty)
         let big = InflightFile.Range(firstSeq: .max, count: .max, sends: .max)
         for ranges in [[], [InflightFile.Range(firstSeq: 7, count: 3, sends: 2)], [.init(firstSeq: 0, count: 50), big], [big]] {
@@ -64,7 +65,7 @@ struct DeliveryAcknowledgementTests {
         }
         // An earlier version wrote one range per file, with or without the send count.
         for (text, expected) in [("12 50 3\n", [InflightFile.Range(firstSeq: 12, count: 50, sends: 3)]), ("12 50\n", [.init(firstSeq: 12, count: 50)]), ("garbage\n", [])] {
-            let other = InflightFile(directory: dir.path)
+            let other = InflightFile(directory: dir.path, fileSystem: SystemFileSystem())
             try text.write(toFile: other.path, atomically: true, encoding: .utf8)
             #expect(other.load() == expected)
         }

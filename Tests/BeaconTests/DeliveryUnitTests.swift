@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Beacon
+import BeaconLog
 import BeaconTesting
 
 @Suite("Delivery: rules and encodings")
@@ -139,7 +140,7 @@ struct DeliveryUnitTests {
         let dir = DeliveryTempDir()
         defer { dir.remove() }
         try FileManager.default.createDirectory(atPath: dir.path, withIntermediateDirectories: true)
-        let file = RejectedFile(directory: dir.path)
+        let file = RejectedFile(directory: dir.path, fileSystem: SystemFileSystem())
         let record = ArraySlice(deliveryEvent(3))
         try file.append([.init(status: 400, reason: "bad \"field\"\n\u{1}", seq: 3, record: record), .init(status: nil, reason: "expired", seq: 4, record: record)], nowMillis: 5)
         let lines = dir.rejectedLines

@@ -1,33 +1,21 @@
+import BeaconLog
 import Foundation
-import Glibc
 import Synchronization
-
-/// Writes whole buffers to a file descriptor, retrying on `EINTR` and short writes.
-func writeAll(_ fd: Int32, _ bytes: [UInt8], path: String) throws {
-    var done = 0
-    try bytes.withUnsafeBytes { raw in
-        while done < raw.count {
-            let n = Glibc.write(fd, raw.baseAddress! + done, raw.count - done)
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw DeliveryError(.storage, "write to \(path) failed: \(String(cString: strerror(errno))); check free space and permissions")
-            }
-            done += n
-        }
-    }
-}
 
 /// `rejected.jsonl` in the log directory: one line per event set aside, never re-sent
 /// automatically. Each line is
 /// `{"status":400,"reason":"…","seq":12,"rejected_at":<epoch ms>,"record":<the event, verbatim>}`
-/// (`"status":null` for expired events). Appended with `O_APPEND` and fsynced before the events
-/// are acknowledged, so an event is in the log or in this file, never in neither.
+/// (`"status":null` for expired events). Appended and fsynced (through the log's file-system seam)
+/// before the events are acknowledged, so an event is in the log or in this file, never in
+/// neither; a failed append leaves the file as it was, so a retry does not write a line twice.
 struct RejectedFile {
     static let fileName = "rejected.jsonl"
     let path: String
+    let fileSystem: any FileSystem
 
-    init(directory: String) {
+    init(directory: String, fileSystem: any FileSystem) {
         path = directory + "/" + Self.fileName
+        self.fileSystem = fileSystem
     }
 
     struct Entry {
@@ -49,15 +37,7 @@ struct RejectedFile {
             bytes.append(contentsOf: entry.record)
             bytes.append(contentsOf: "}\n".utf8)
         }
-        let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)
-        guard fd >= 0 else {
-            throw DeliveryError(.storage, "cannot open \(path): \(String(cString: strerror(errno))); check the log directory's permissions")
-        }
-        defer { close(fd) }
-        try writeAll(fd, bytes, path: path)
-        guard fsync(fd) == 0 else {
-            throw DeliveryError(.storage, "fsync of \(path) failed: \(String(cString: strerror(errno))); the refused events stay pending")
-        }
+        try fileSystem.appendDurably(path, bytes)
     }
 }
 
@@ -88,23 +68,25 @@ func appendJSONString(_ text: String, to bytes: inout [UInt8]) {
 /// being made durable while that request goes out (a restart resumes at whichever starts at the
 /// checkpoint).
 ///
-/// Rewritten in place with one `pwrite` of a fixed-size record (padded with spaces) on a
-/// descriptor kept open, not fsynced: it matters after a process crash, which keeps the page
-/// cache and cannot tear a single small write; after a power loss a batch may be re-cut (still
-/// at-least-once, only the key differs).
+/// Rewritten in place with one `pwrite` of a fixed-size record (padded with spaces) on a file
+/// kept open, through the log's file-system seam; not fsynced: it matters after a process crash,
+/// which keeps the page cache and cannot tear one small write; after a power loss a batch may be
+/// re-cut (still at-least-once, only the key differs).
 final class InflightFile: Sendable {
     static let fileName = "delivery.inflight"
     /// The record's size: room for two ranges of three 20-digit numbers.
     static let recordSize = 160
     let path: String
-    private let descriptor = Mutex<Int32>(-1)
+    let fileSystem: any FileSystem
+    private let file = Mutex<LogFile?>(nil)
 
-    init(directory: String) {
+    init(directory: String, fileSystem: any FileSystem) {
         path = directory + "/" + Self.fileName
+        self.fileSystem = fileSystem
     }
 
     deinit {
-        descriptor.withLock { if $0 >= 0 { close($0) } }
+        file.withLock { open in open.map { fileSystem.close($0) } }
     }
 
     struct Range: Equatable {
@@ -114,11 +96,12 @@ final class InflightFile: Sendable {
         var sends: Int = 1
     }
 
-    /// The ranges saved, oldest first; empty when there is no file or it cannot be read.
+    /// The ranges saved, oldest first; empty when there is no file or it cannot be read (the next
+    /// batch is then cut afresh).
     func load() -> [Range] {
-        guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else { return [] }
+        guard let bytes = (try? fileSystem.contents(ofFile: path)) ?? nil else { return [] }
         var ranges: [Range] = []
-        for line in text.split(separator: "\n") {
+        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
             let parts = line.split(separator: " ")
             if parts.isEmpty { continue }
             guard parts.count == 2 || parts.count == 3, let first = UInt64(parts[0]), let count = Int(parts[1]), count > 0 else { return [] }
@@ -133,21 +116,24 @@ final class InflightFile: Sendable {
         precondition(ranges.count <= 2, "delivery.inflight holds at most two ranges")
         var record = Array(ranges.map { "\($0.firstSeq) \($0.count) \($0.sends)\n" }.joined().utf8)
         record += [UInt8](repeating: UInt8(ascii: " "), count: max(0, Self.recordSize - record.count))
-        try descriptor.withLock { fd in
-            if fd < 0 {
-                fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-                guard fd >= 0 else {
-                    throw DeliveryError(.storage, "cannot write \(path): \(String(cString: strerror(errno))); check the log directory's permissions")
+        try file.withLock { open in
+            if open == nil {
+                let opened = try fileSystem.open(path, .createOrOpen)
+                do {
+                    // A file of an earlier version may be shorter or longer.
+                    try fileSystem.truncate(opened, to: UInt64(Self.recordSize))
+                } catch {
+                    fileSystem.close(opened)
+                    throw error
                 }
-                // A file of an earlier version may be longer (a temporary file + rename each time).
-                _ = ftruncate(fd, off_t(Self.recordSize))
+                open = opened
             }
-            let written = record.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
-            guard written == record.count else {
-                let reason = written < 0 ? String(cString: strerror(errno)) : "a short write"
-                close(fd)
-                fd = -1
-                throw DeliveryError(.storage, "write to \(path) failed: \(reason); check free space and permissions")
+            do {
+                try record.withUnsafeBytes { try fileSystem.write(open!, $0, at: 0) }
+            } catch {
+                fileSystem.close(open!)
+                open = nil
+                throw error
             }
         }
     }

@@ -177,6 +177,8 @@ extension Uploader {
     /// and returns the indices of the others.
     func setAsideExpired(_ batch: LogBatch) async throws -> [Int] {
         var sendable = Array(batch.records.indices)
+        let acknowledged = log.checkpoint.seq
+        setAside = setAside.filter { $0 >= acknowledged }
         guard let maxAge = configuration.maxEventAge else { return sendable }
         let cutoff = nowMillis - Int64(maxAge.components.seconds * 1000 + maxAge.components.attoseconds / 1_000_000_000_000_000)
         var expired: [RejectedFile.Entry] = []
@@ -186,7 +188,7 @@ extension Uploader {
             return true
         }
         // Those set aside by an earlier attempt at this batch are already in rejected.jsonl.
-        if let done = setAsideThrough { expired.removeAll { $0.seq <= done } }
+        expired.removeAll { setAside.contains($0.seq) }
         guard !expired.isEmpty else { return sendable }
         let file = rejectedFile, now = nowMillis, entries = expired
         do {
@@ -195,7 +197,7 @@ extension Uploader {
             throw storageFailure(error, doing: "setting aside expired events").error
         }
         counters.expiredEvents += UInt64(expired.count)
-        setAsideThrough = max(setAsideThrough ?? 0, expired.map(\.seq).max()!)
+        self.setAside.formUnion(expired.map(\.seq))
         return sendable
     }
 
@@ -221,7 +223,7 @@ extension Uploader {
             case .commit(let through, let setAside):
                 let last = session.batchIndex(coveringSendable: through)
                 let end = last == session.batch.count - 1 ? session.batch.end : session.batch.end(after: last)
-                let entries = setAside.map { rejectedEntry($0, session) }.filter { entry in setAsideThrough.map { entry.seq > $0 } ?? true }
+                let entries = setAside.map { rejectedEntry($0, session) }.filter { !self.setAside.contains($0.seq) }
                 do {
                     try await settleAcknowledgement()
                     if entries.isEmpty && through == session.sendable.count {
@@ -233,7 +235,7 @@ extension Uploader {
                     if !entries.isEmpty {
                         let file = rejectedFile, now = nowMillis
                         try await onIO { try file.append(entries, nowMillis: now) }
-                        setAsideThrough = max(setAsideThrough ?? 0, entries.map(\.seq).max()!)
+                        self.setAside.formUnion(entries.map(\.seq))
                         counters.rejectedEvents += UInt64(entries.count)
                         let seqs = entries.map { String($0.seq) }.joined(separator: ", ")
                         diagnostics("set aside \(entries.count) event\(entries.count == 1 ? "" : "s") (seq \(seqs)) in \(rejectedFile.path): \(entries[0].reason)")

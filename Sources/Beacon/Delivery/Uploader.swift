@@ -81,9 +81,11 @@ public actor Uploader {
     var earlierInflight: [InflightFile.Range] = []
     /// The acknowledgement of the last batch while it is made durable, overlapping the next request.
     var acknowledging: Acknowledging?
-    /// The highest seq already written to `rejected.jsonl` (expired or refused) by this uploader:
-    /// a batch read again after a failed send must not set the same events aside twice.
-    var setAsideThrough: UInt64?
+    /// The seqs this uploader wrote to `rejected.jsonl` (expired or refused) that the checkpoint
+    /// has not passed yet: a batch read again after a failed send must not set the same events
+    /// aside twice. A set, not a high-water mark: an expired event set aside first must not hide a
+    /// refused event before it in the same batch.
+    var setAside: Set<UInt64> = []
     var lastRequestDuration: Duration = .zero
     var started = false
     var stopped = false
@@ -118,8 +120,8 @@ public actor Uploader {
         self.time = MonotonicTime(clock)
         self.wallClock = now
         self.diagnostics = diagnostics
-        self.rejectedFile = RejectedFile(directory: log.configuration.directory)
-        self.inflightFile = InflightFile(directory: log.configuration.directory)
+        self.rejectedFile = RejectedFile(directory: log.configuration.directory, fileSystem: log.configuration.fileSystem)
+        self.inflightFile = InflightFile(directory: log.configuration.directory, fileSystem: log.configuration.fileSystem)
         self.requests = RequestBuilder(configuration: configuration)
         quotaDrops.opened(log)
     }

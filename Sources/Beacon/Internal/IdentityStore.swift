@@ -1,9 +1,10 @@
+import BeaconLog
 import Foundation
-import Glibc
 
 /// The tracker's identity on disk: `identity.json` in the log directory, mode 0600,
-/// `{"anonymous_id":"…","login_id":"…"}`, replaced atomically (temporary file, `fsync`,
-/// `rename`, `fsync` of the directory) so a crash leaves the old or the new one.
+/// `{"anonymous_id":"…","login_id":"…"}`, replaced atomically through the log's file-system seam
+/// (temporary file, `fsync`, `rename`, `fsync` of the directory) so a crash leaves the old or the
+/// new one.
 struct IdentityStore: Sendable {
     struct Identity: Sendable, Equatable {
         var anonymousId: String
@@ -11,20 +12,32 @@ struct IdentityStore: Sendable {
     }
 
     let directory: String
+    let fileSystem: any FileSystem
     var path: String { directory + "/identity.json" }
 
-    /// The stored identity, or nil if there is none (or it cannot be understood; the caller makes
-    /// a new one and reports it).
+    /// The stored identity, or nil if there is none.
+    ///
+    /// Throws ``IdentityError`` with `invalid` set when the file holds no identity (the caller
+    /// makes a new one and rewrites the file), and with `invalid` unset when it could not be read
+    /// (the caller makes one for this run and leaves the file alone, so the stored identity comes
+    /// back at the next start).
     func load() throws -> Identity? {
-        guard let data = FileManager.default.contents(atPath: path) else { return nil }
-        guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+        let read: [UInt8]?
+        do {
+            // A second try: one transient read error must not cost the identity.
+            read = try fileSystem.contents(ofFile: path, attempts: 2)
+        } catch {
+            throw IdentityError(message: "\(path) could not be read (\(error)); a new anonymous id is used until the next start, and the file is left as it is", invalid: false)
+        }
+        guard let bytes = read else { return nil }
+        guard let object = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any],
               let anonymous = object["anonymous_id"] as? String, !anonymous.isEmpty else {
-            throw IdentityError(message: "\(path) is not a valid identity file (\(data.count) bytes); a new anonymous id was made and the file will be rewritten")
+            throw IdentityError(message: "\(path) is not a valid identity file (\(bytes.count) bytes); a new anonymous id was made and the file will be rewritten", invalid: true)
         }
         return Identity(anonymousId: anonymous, loginId: object["login_id"] as? String)
     }
 
-    /// Writes `identity` atomically and durably.
+    /// Writes `identity` atomically and durably; throws ``BeaconLogError`` naming the file.
     func save(_ identity: Identity) throws {
         var bytes: [UInt8] = Array(#"{"anonymous_id":"#.utf8)
         JSONBytes.appendString(identity.anonymousId, to: &bytes)
@@ -33,41 +46,14 @@ struct IdentityStore: Sendable {
             JSONBytes.appendString(login, to: &bytes)
         }
         bytes.append(contentsOf: "}\n".utf8)
-        let temporary = path + ".tmp"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw IdentityError(path: temporary, call: "open") }
-        var offset = 0
-        while offset < bytes.count {
-            let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + offset, $0.count - offset) }
-            if written < 0 {
-                if errno == EINTR { continue }
-                let error = IdentityError(path: temporary, call: "write")
-                close(fd)
-                throw error
-            }
-            offset += written
-        }
-        if fsync(fd) != 0 {
-            let error = IdentityError(path: temporary, call: "fsync")
-            close(fd)
-            throw error
-        }
-        close(fd)
-        guard rename(temporary, path) == 0 else { throw IdentityError(path: path, call: "rename") }
-        let dfd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard dfd >= 0 else { throw IdentityError(path: directory, call: "open") }
-        defer { close(dfd) }
-        guard fsync(dfd) == 0 else { throw IdentityError(path: directory, call: "fsync") }
+        try fileSystem.replaceFile(path, with: bytes)
     }
 }
 
-/// The identity file could not be read or written.
+/// The identity file could not be read or holds no identity.
 struct IdentityError: Error, CustomStringConvertible {
     var message: String
-    init(message: String) { self.message = message }
-    init(path: String, call: String) {
-        let code = errno
-        message = "\(call) failed on \(path): \(String(cString: strerror(code))) (errno \(code)); the identity is kept in memory, check the directory's permissions and free space"
-    }
+    /// The file was read and holds no identity (as opposed to: it could not be read).
+    var invalid: Bool
     var description: String { message }
 }

@@ -5,8 +5,8 @@ import Foundation
 ///
 /// The writer keeps `writer.counters` (dropped and refused records), the reader
 /// `reader.counters` (corrupt records passed over). They are small JSON files replaced atomically
-/// at most once a second after a change and on close. They are diagnostics, not data: they bypass
-/// the file-system seam, are not fsynced, and a missing or damaged file counts as zeros.
+/// at most once a second after a change and on close, through the file-system seam. They are
+/// diagnostics, not data: they are not fsynced, and a missing or damaged file counts as zeros.
 struct PersistedCounters: Codable, Equatable, Sendable {
     var dropped: [String: UInt64] = [:]
     var refused: [String: UInt64] = [:]
@@ -45,11 +45,11 @@ struct PersistedCounters: Codable, Equatable, Sendable {
     }
 
     /// The counters in the directory: the writer's and the reader's files merged.
-    static func load(directory: String) -> PersistedCounters {
+    static func load(directory: String, fileSystem: any FileSystem) -> PersistedCounters {
         var merged = PersistedCounters()
         for kind in [BeaconLog.LockKind.writer, .reader] {
-            guard let data = FileManager.default.contents(atPath: path(kind, directory: directory)),
-                  let counters = try? JSONDecoder().decode(PersistedCounters.self, from: data) else { continue }
+            guard let bytes = (try? fileSystem.contents(ofFile: path(kind, directory: directory), attempts: 2)) ?? nil,
+                  let counters = try? JSONDecoder().decode(PersistedCounters.self, from: Data(bytes)) else { continue }
             if kind == .writer {
                 merged.dropped = counters.dropped
                 merged.refused = counters.refused
@@ -63,7 +63,7 @@ struct PersistedCounters: Codable, Equatable, Sendable {
     }
 
     /// Replaces the `kind` file with the counters that role owns. Best effort.
-    func save(_ kind: BeaconLog.LockKind, directory: String) {
+    func save(_ kind: BeaconLog.LockKind, directory: String, fileSystem: any FileSystem) {
         var owned = PersistedCounters()
         if kind == .writer {
             owned.dropped = dropped
@@ -76,10 +76,7 @@ struct PersistedCounters: Codable, Equatable, Sendable {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
         guard let data = try? encoder.encode(owned) else { return }
-        let target = Self.path(kind, directory: directory)
-        let tmp = target + ".tmp"
-        guard FileManager.default.createFile(atPath: tmp, contents: data, attributes: [.posixPermissions: 0o600]) else { return }
-        if rename(tmp, target) != 0 { unlink(tmp) }
+        try? fileSystem.replaceFile(Self.path(kind, directory: directory), with: Array(data), durably: false)
     }
 }
 
@@ -105,7 +102,7 @@ extension BeaconLog {
             return counters
         }
         guard let counters else { return }
-        if canWrite { counters.save(.writer, directory: directory) }
-        if canAcknowledge { counters.save(.reader, directory: directory) }
+        if canWrite { counters.save(.writer, directory: directory, fileSystem: fs) }
+        if canAcknowledge { counters.save(.reader, directory: directory, fileSystem: fs) }
     }
 }

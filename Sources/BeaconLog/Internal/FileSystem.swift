@@ -144,13 +144,10 @@ package struct SystemFileSystem: FileSystem {
     }
 
     package func tryLock(_ file: LogFile) throws -> Bool {
-        while true {
-            if flock(file.descriptor, LOCK_EX | LOCK_NB) == 0 { return true }
-            let e = errno
-            if e == EINTR { continue }
-            if e == EWOULDBLOCK { return false }
-            throw BeaconLogError.system(e, path: file.path, operation: "flock")
-        }
+        let (result, e) = retryingInterrupts { flock(file.descriptor, LOCK_EX | LOCK_NB) }
+        if result == 0 { return true }
+        if e == EWOULDBLOCK { return false }
+        throw BeaconLogError.system(e, path: file.path, operation: "flock")
     }
 
     package func rename(_ from: String, to: String) throws {
@@ -158,8 +155,9 @@ package struct SystemFileSystem: FileSystem {
     }
 
     package func remove(_ path: String) throws {
-        if unlink(path) != 0 && errno != ENOENT {
-            throw BeaconLogError.system(errno, path: path, operation: "unlink")
+        let (result, e) = retryingInterrupts { unlink(path) }
+        if result != 0 && e != ENOENT {
+            throw BeaconLogError.system(e, path: path, operation: "unlink")
         }
     }
 
@@ -186,25 +184,23 @@ package struct SystemFileSystem: FileSystem {
 
     package func fileSize(_ path: String) throws -> UInt64? {
         var st = stat()
-        if stat(path, &st) != 0 {
-            if errno == ENOENT { return nil }
-            throw BeaconLogError.system(errno, path: path, operation: "stat")
+        let (result, e) = retryingInterrupts { stat(path, &st) }
+        if result != 0 {
+            if e == ENOENT { return nil }
+            throw BeaconLogError.system(e, path: path, operation: "stat")
         }
         return UInt64(st.st_size)
     }
 
     package func makeDirectory(_ path: String) throws -> Bool {
-        while true {
-            if mkdir(path, 0o700) == 0 { return true }
-            let e = errno
-            if e == EINTR { continue }
-            if e == EEXIST {
-                var st = stat()
-                if stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR { return false }
-                throw BeaconLogError.directory(ENOTDIR, path: path)
-            }
-            throw BeaconLogError.directory(e, path: path)
+        let (result, e) = retryingInterrupts { mkdir(path, 0o700) }
+        if result == 0 { return true }
+        if e == EEXIST {
+            var st = stat()
+            if retryingInterrupts({ stat(path, &st) }).result == 0 && (st.st_mode & S_IFMT) == S_IFDIR { return false }
+            throw BeaconLogError.directory(ENOTDIR, path: path)
         }
+        throw BeaconLogError.directory(e, path: path)
     }
 }
 
@@ -240,16 +236,26 @@ package func parentDirectory(of path: String) -> String {
     return bytes.isEmpty ? "/" : String(decoding: bytes, as: UTF8.self)
 }
 
-/// Runs a system call, retrying on `EINTR`; a negative result becomes a ``BeaconLogError``.
+/// Runs a system call until a signal does not interrupt it: the one place where `EINTR` is
+/// retried, as swift-system's `valueOrErrno(retryOnInterrupt:_:)`. Returns the call's result and,
+/// when it is negative, the `errno` it left.
 @inline(__always)
-package func retryingEINTR<T: BinaryInteger>(path: String, _ operation: String, _ call: () -> T) throws -> T {
+package func retryingInterrupts<T: BinaryInteger>(_ call: () -> T) -> (result: T, errno: Int32) {
     while true {
         let result = call()
-        if result >= 0 { return result }
+        if result >= 0 { return (result, 0) }
         let e = errno
-        if e == EINTR { continue }
-        throw BeaconLogError.system(e, path: path, operation: operation)
+        if e != EINTR { return (result, e) }
     }
+}
+
+/// Runs a system call, retrying on `EINTR`; a negative result becomes a ``BeaconLogError``
+/// naming `path` and the call.
+@inline(__always)
+package func retryingEINTR<T: BinaryInteger>(path: String, _ operation: String, _ call: () -> T) throws -> T {
+    let (result, e) = retryingInterrupts(call)
+    if result < 0 { throw BeaconLogError.system(e, path: path, operation: operation) }
+    return result
 }
 
 extension BeaconLogError {

@@ -157,7 +157,7 @@ enum Recovery {
         // Resynchronise: the first valid record at or after the checkpoint's seq.
         let file = try fs.open(path, .read)
         defer { fs.close(file) }
-        let bytes = try readAll(file, fs: fs)
+        let bytes = try fs.readAll(file)
         var found: LogPosition?
         var validEnd: UInt64 = 0
         bytes.withUnsafeBytes { raw in
@@ -216,7 +216,7 @@ enum Recovery {
     static func scanSegment(path: String, fs: any FileSystem) throws -> Scan {
         let file = try fs.open(path, .read)
         defer { fs.close(file) }
-        let bytes = try readAll(file, fs: fs)
+        let bytes = try fs.readAll(file)
         var scan = Scan(size: UInt64(bytes.count), validEnd: 0, lastSeq: nil)
         bytes.withUnsafeBytes { raw in
             forEachLine(raw) { range, parsed in
@@ -227,21 +227,6 @@ enum Recovery {
             }
         }
         return scan
-    }
-
-    static func readAll(_ file: LogFile, fs: any FileSystem) throws -> [UInt8] {
-        let size = Int(try fs.size(file))
-        var bytes = [UInt8](repeating: 0, count: size)
-        var done = 0
-        try bytes.withUnsafeMutableBytes { raw in
-            while done < size {
-                let n = try fs.read(file, into: UnsafeMutableRawBufferPointer(rebasing: raw[done...]), at: UInt64(done))
-                if n == 0 { break }
-                done += n
-            }
-        }
-        if done < size { bytes.removeLast(size - done) }
-        return bytes
     }
 
     /// Calls `body` for every complete line (ending in `\n`) with its range (without the newline)
