@@ -42,6 +42,8 @@ package final class FaultyFileSystem: FileSystem, Sendable {
     private struct Script: Sendable {
         var faults: [Fault] = []
         var journal: [Call] = []
+        var recording = false
+        var recorded: [RecordedOperation] = []
         var spaceLeft: Int?
         var skipSyncs = false
     }
@@ -79,6 +81,30 @@ package final class FaultyFileSystem: FileSystem, Sendable {
         get { script.withLock { $0.skipSyncs } }
         set { script.withLock { $0.skipSyncs = newValue } }
     }
+
+    /// When true, every change the calls make to the file system (creations, written bytes,
+    /// truncations, fsyncs, renames, removals, new directories, directory fsyncs) is kept in
+    /// ``recorded``, in order, with the test's ``mark(_:)``s between them: what `CrashStates`
+    /// replays.
+    package var recording: Bool {
+        get { script.withLock { $0.recording } }
+        set { script.withLock { $0.recording = newValue } }
+    }
+
+    /// The changes recorded so far.
+    package var recorded: [RecordedOperation] { script.withLock { $0.recorded } }
+
+    /// Records what the workload just learned from the API (a record appended, made durable,
+    /// acknowledged) between the file-system changes.
+    package func mark(_ marker: RecordedOperation.Marker) {
+        record(.mark(marker))
+    }
+
+    private func record(_ operation: @autoclosure () -> RecordedOperation) {
+        script.withLock { s in if s.recording { s.recorded.append(operation()) } }
+    }
+
+    private var isRecording: Bool { script.withLock { $0.recording } }
 
     /// Every call so far.
     package var journal: [Call] { script.withLock { $0.journal } }
@@ -136,20 +162,24 @@ package final class FaultyFileSystem: FileSystem, Sendable {
 
     package func open(_ path: String, _ mode: OpenMode) throws -> LogFile {
         if let f = check(.open, path) { throw fail(f.errno, path, "open") }
-        return try base.open(path, mode)
+        let creates = isRecording && mode != .read && mode != .readWrite && (try? base.fileSize(path)) == .some(nil)
+        let file = try base.open(path, mode)
+        if creates { record(.create(path)) }
+        return file
     }
 
     package func write(_ file: LogFile, _ bytes: UnsafeRawBufferPointer) throws {
-        try faultyWrite(.write, file, bytes) { try base.write(file, $0) }
+        let offset = isRecording ? UInt64(max(0, lseek(file.descriptor, 0, SEEK_CUR))) : 0
+        try faultyWrite(.write, file, bytes, offset: offset) { try base.write(file, $0) }
     }
 
     package func write(_ file: LogFile, _ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws {
-        try faultyWrite(.pwrite, file, bytes) { try base.write(file, $0, at: offset) }
+        try faultyWrite(.pwrite, file, bytes, offset: offset) { try base.write(file, $0, at: offset) }
     }
 
     /// A write that may fail (an injected fault) or be cut short (the space budget runs out):
     /// the bytes that fit are written through `write`, then the error is thrown.
-    private func faultyWrite(_ operation: Operation, _ file: LogFile, _ bytes: UnsafeRawBufferPointer, _ write: (UnsafeRawBufferPointer) throws -> Void) throws {
+    private func faultyWrite(_ operation: Operation, _ file: LogFile, _ bytes: UnsafeRawBufferPointer, offset: UInt64, _ write: (UnsafeRawBufferPointer) throws -> Void) throws {
         var limit = bytes.count
         var error: Int32?
         if let f = check(operation, file.path, bytes: bytes.count) {
@@ -161,7 +191,11 @@ package final class FaultyFileSystem: FileSystem, Sendable {
             error = ENOSPC
             markLastFailed()
         }
-        if fits > 0 { try write(UnsafeRawBufferPointer(rebasing: bytes[0..<fits])) }
+        if fits > 0 {
+            let written = UnsafeRawBufferPointer(rebasing: bytes[0..<fits])
+            try write(written)
+            record(.write(file.path, offset: offset, bytes: Array(written)))
+        }
         if let error { throw fail(error, file.path, operation.rawValue) }
     }
 
@@ -174,19 +208,20 @@ package final class FaultyFileSystem: FileSystem, Sendable {
 
     package func sync(_ file: LogFile) throws {
         if let f = check(.sync, file.path) { throw fail(f.errno, file.path, "fsync") }
-        if skipSyncs { return }
-        try base.sync(file)
+        if !skipSyncs { try base.sync(file) }
+        record(.sync(file.path))
     }
 
     package func syncData(_ file: LogFile) throws {
         if let f = check(.syncData, file.path) { throw fail(f.errno, file.path, "fdatasync") }
-        if skipSyncs { return }
-        try base.syncData(file)
+        if !skipSyncs { try base.syncData(file) }
+        record(.sync(file.path))
     }
 
     package func truncate(_ file: LogFile, to size: UInt64) throws {
         if let f = check(.truncate, file.path, bytes: Int(size)) { throw fail(f.errno, file.path, "ftruncate") }
         try base.truncate(file, to: size)
+        record(.truncate(file.path, size: size))
     }
 
     package func size(_ file: LogFile) throws -> UInt64 {
@@ -207,17 +242,20 @@ package final class FaultyFileSystem: FileSystem, Sendable {
     package func rename(_ from: String, to: String) throws {
         if let f = check(.rename, from) { throw fail(f.errno, from, "rename") }
         try base.rename(from, to: to)
+        record(.rename(from, to))
     }
 
     package func remove(_ path: String) throws {
         if let f = check(.remove, path) { throw fail(f.errno, path, "unlink") }
+        let exists = isRecording && (try? base.fileSize(path)) != .some(nil)
         try base.remove(path)
+        if exists { record(.remove(path)) }
     }
 
     package func syncDirectory(_ path: String) throws {
         if let f = check(.syncDirectory, path) { throw fail(f.errno, path, "fsync") }
-        if skipSyncs { return }
-        try base.syncDirectory(path)
+        if !skipSyncs { try base.syncDirectory(path) }
+        record(.syncDirectory(path))
     }
 
     package func list(_ directory: String) throws -> [String] {
@@ -232,6 +270,8 @@ package final class FaultyFileSystem: FileSystem, Sendable {
 
     package func makeDirectory(_ path: String) throws -> Bool {
         if let f = check(.makeDirectory, path) { throw fail(f.errno, path, "mkdir") }
-        return try base.makeDirectory(path)
+        let created = try base.makeDirectory(path)
+        if created { record(.mkdir(path)) }
+        return created
     }
 }

@@ -1,0 +1,278 @@
+import Foundation
+import Glibc
+import Testing
+@testable import BeaconLog
+import BeaconTestSupport
+import FaultInjection
+
+/// Crash states of scripted workloads, explored the way ALICE (OSDI '14) and CrashMonkey
+/// (OSDI '18) explore file systems and databases: each workload runs once on a recording file
+/// system; then, for process crashes after any prefix of its changes and for power losses at its
+/// sync boundaries (unsynced writes dropped, kept in part, cut at a sector, zero-filled; directory
+/// entries kept only if their directory was fsynced after them), the directory is rebuilt, opened
+/// and checked: what is read is a gap-free FIFO run of what was appended, starting at the
+/// checkpoint; every record the API called durable is there; no record whose acknowledgement
+/// returned is delivered again; the log takes new appends.
+///
+/// A sample of the states runs under `swift test`; `BEACON_CRASH_EXHAUSTIVE=1` runs every one
+/// (see `Benchmarks/crash-states.sh`).
+@Suite("Crash states of recorded workloads")
+struct CrashStateTests {
+    static let exhaustive = ProcessInfo.processInfo.environment["BEACON_CRASH_EXHAUSTIVE"] == "1"
+
+    /// A scripted workload on `<root>/log`.
+    struct Workload: Sendable, CustomStringConvertible {
+        var name: String
+        var durability: BeaconLog.Durability = .everyRecord
+        var maxBytes: Int64 = 1 << 20
+        /// The quota may delete the oldest records (counted as dropped): reading may start after the checkpoint.
+        var dropsOldest = false
+        /// The log directory exists (empty log, durable) before recording; false: the workload creates it.
+        var directoryExists = true
+        /// Records appended (and made durable) before recording, then damaged: returns them.
+        var prepare: @Sendable (_ config: BeaconLog.Configuration) throws -> [String] = { _ in [] }
+        var run: @Sendable (_ log: () throws -> BeaconLog, _ script: Script) throws -> Void
+
+        var description: String { name }
+    }
+
+    /// The workload's calls, each followed by the marker of what the API promised.
+    struct Script: Sendable {
+        let fs: FaultyFileSystem
+
+        @discardableResult
+        func append(_ log: BeaconLog, _ i: Int) throws -> UInt64 {
+            let record = CrashStateTests.record(i)
+            let seq = try log.append(record)
+            fs.mark(.appended(seq: seq, record: Array(record.utf8)))
+            if log.configuration.durability == .everyRecord { fs.mark(.durable(through: seq)) }
+            return seq
+        }
+
+        func sync(_ log: BeaconLog) throws {
+            try log.sync()
+            markDurable(log)
+        }
+
+        func close(_ log: BeaconLog) throws {
+            try log.close()
+            markDurable(log)
+        }
+
+        func markDurable(_ log: BeaconLog) {
+            let next = log.stats.nextSeq
+            if next > 0 { fs.mark(.durable(through: next - 1)) }
+        }
+
+        func readAndAcknowledge(_ log: BeaconLog, _ count: Int) throws {
+            let batch = try log.read(maxRecords: count)
+            guard !batch.isEmpty else { return }
+            fs.mark(.acknowledging(seq: batch.end.seq))
+            try log.acknowledge(through: batch.end)
+            fs.mark(.acknowledged(seq: batch.end.seq))
+        }
+    }
+
+    static func record(_ i: Int) -> String {
+        #"{"n":\#(i),"pad":"\#(String(repeating: "p", count: 60 + i % 7))"}"#
+    }
+
+    static func config(_ directory: String, _ workload: Workload, fs: any FileSystem) -> BeaconLog.Configuration {
+        var config = BeaconLog.Configuration(directory: directory)
+        config.durability = workload.durability
+        config.segmentBytes = 4096
+        config.maxBytes = workload.maxBytes
+        config.fileSystem = fs
+        return config
+    }
+
+    static let workloads: [Workload] = {
+        var all: [Workload] = []
+        let hour = Duration.seconds(3600)
+        for (name, durability) in [("everyRecord", BeaconLog.Durability.everyRecord), ("batched", .batched(records: 8, interval: hour)), ("none", .none)] {
+            all.append(Workload(name: "appends across a segment roll, \(name)", durability: durability) { open, script in
+                let log = try open()
+                for i in 0..<30 { try script.append(log, i) }
+                try script.sync(log)
+                for i in 30..<70 { try script.append(log, i) }
+                try script.close(log)
+            })
+        }
+        all.append(Workload(name: "read and acknowledge across segments", durability: .batched(records: 4, interval: hour)) { open, script in
+            let log = try open()
+            for i in 0..<50 { try script.append(log, i) }
+            try script.sync(log)
+            for _ in 0..<4 { try script.readAndAcknowledge(log, 12) }
+            for i in 50..<55 { try script.append(log, i) }
+            try script.close(log)
+        })
+        all.append(Workload(name: "a quota drop", maxBytes: 2 * 4096, dropsOldest: true) { open, script in
+            let log = try open()
+            for i in 0..<90 { try script.append(log, i) }
+            try script.readAndAcknowledge(log, 5)
+            try script.close(log)
+        })
+        all.append(Workload(name: "the rewrite after a failed fsync", durability: .batched(records: 5, interval: hour)) { open, script in
+            let log = try open()
+            script.fs.inject(.sync, errno: EIO, path: ".jsonl", onCall: 3)
+            for i in 0..<40 { try script.append(log, i) }
+            try script.sync(log)
+            try script.close(log)
+        })
+        all.append(Workload(name: "the recovery of a torn tail", prepare: { config in
+            var records: [String] = []
+            let log = try BeaconLog(configuration: config)
+            for i in 0..<20 {
+                records.append(record(1000 + i))
+                try log.append(records.last!)
+            }
+            try log.close()
+            let names = try FileManager.default.contentsOfDirectory(atPath: config.directory).compactMap(SegmentName.parse).sorted()
+            let handle = try #require(FileHandle(forWritingAtPath: config.directory + "/" + SegmentName.fileName(names.last!)))
+            try handle.seekToEnd()
+            try handle.write(contentsOf: Data(#"{"seq":20,"crc":1,"event":{"n":"#.utf8) + Data(count: 300))
+            try handle.close()
+            return records
+        }) { open, script in
+            let log = try open()
+            for i in 0..<10 { try script.append(log, i) }
+            try script.close(log)
+        })
+        all.append(Workload(name: "creating a new log directory", directoryExists: false) { open, script in
+            let log = try open()
+            for i in 0..<10 { try script.append(log, i) }
+            try script.close(log)
+        })
+        all.append(Workload(name: "a close whose final commit fails, closed again", durability: .batched(records: 1000, interval: hour)) { open, script in
+            let log = try open()
+            for i in 0..<20 { try script.append(log, i) }
+            script.fs.inject(.write, errno: ENOSPC, path: ".jsonl", times: 1)
+            #expect(throws: BeaconLogError.self) { try log.close() }
+            script.fs.clearFaults()
+            // A close that returns promises every appended record is durable.
+            try script.close(log)
+        })
+        return all
+    }()
+
+    @Test("every sampled crash state opens to a gap-free FIFO run of what was appended, keeps what was durable, re-delivers nothing acknowledged, takes new appends", arguments: workloads)
+    func crashStates(workload: Workload) throws {
+        let problems = try Self.explore(workload)
+        let report = { "\(workload): \(problems.count) crash states fail, for example:\n" + problems.prefix(5).joined(separator: "\n") }
+        if workload.name.hasPrefix("a close whose final commit fails") {
+            // The log marks itself closed even when close()'s final commit fails, so the second
+            // close() returns without writing the buffered records (issue 11, part 3). Remove this
+            // wrapper when that fix lands: the check below then passes.
+            withKnownIssue("close() marks the log closed when its final commit fails") {
+                #expect(problems.isEmpty, "\(report())")
+            }
+        } else {
+            #expect(problems.isEmpty, "\(report())")
+        }
+    }
+
+    /// Records `workload`, then checks its crash states; returns one line per failing state.
+    static func explore(_ workload: Workload) throws -> [String] {
+        try withTemporaryDirectory { root in
+            try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+            let directory = root + "/log"
+            let fs = FaultyFileSystem()
+            fs.skipSyncs = true
+            var prepared: [String] = []
+            if workload.directoryExists {
+                try BeaconLog(configuration: config(directory, workload, fs: SystemFileSystem())).close()
+                prepared = try workload.prepare(config(directory, workload, fs: SystemFileSystem()))
+            }
+            fs.recording = true
+            for (seq, record) in prepared.enumerated() { fs.mark(.appended(seq: UInt64(seq), record: Array(record.utf8))) }
+            if !prepared.isEmpty { fs.mark(.durable(through: UInt64(prepared.count - 1))) }
+            let start = try CrashStates(root: root)
+            try workload.run({ try BeaconLog(configuration: config(directory, workload, fs: fs)) }, Script(fs: fs))
+            fs.recording = false
+            let model = start.after(fs.recorded)
+            var problems: [String] = []
+            for crash in crashes(model) {
+                let rebuilt = temporaryDirectoryPath()
+                defer { try? FileManager.default.removeItem(atPath: rebuilt) }
+                try model.rebuild(crash, into: rebuilt)
+                let found = check(rebuilt + "/log", crash: crash, model: model, workload: workload)
+                if !found.isEmpty { problems.append("\(crash): " + found.joined(separator: "; ")) }
+            }
+            return problems
+        }
+    }
+
+    /// The crash states to check: all of them when exhaustive, else a seeded sample.
+    static func crashes(_ model: CrashStates) -> [CrashStates.Crash] {
+        let count = model.operations.count
+        var crashes: [CrashStates.Crash] = []
+        var rng = SeededGenerator(seed: UInt64(count))
+        func sample<T>(_ all: [T], _ n: Int) -> [T] {
+            if exhaustive || all.count <= n { return all }
+            // The last one always: the end of the workload, where every promise has been made.
+            return Array(all.dropLast().shuffled(using: &rng).prefix(n - 1)) + [all.last!]
+        }
+        crashes += sample(Array(0...count), 24).map { .process(changes: $0) }
+        for boundary in sample(model.syncBoundaries, 10) {
+            let (writes, bytes) = model.unsyncedWrites(after: boundary)
+            var losses: [CrashStates.PowerLoss] = [.dropped, .zeroFilled]
+            losses += sample(Array(0...writes), 2).map { .prefix($0) }
+            losses += sample(Array(stride(from: 512, to: max(bytes, 513), by: 512)), 2).map { .sectorCut(at: $0) }
+            crashes += losses.map { .power(changes: boundary, $0) }
+        }
+        return crashes
+    }
+
+    /// Opens the rebuilt log and checks it against what the workload was promised before `crash`.
+    static func check(_ directory: String, crash: CrashStates.Crash, model: CrashStates, workload: Workload) -> [String] {
+        var problems: [String] = []
+        var appended: [UInt64: [UInt8]] = [:]
+        for case .appended(let seq, let record) in model.allMarkers { appended[seq] = record }
+        var acknowledged: UInt64 = 0, acknowledging: UInt64 = 0
+        var durable: UInt64?
+        for marker in model.markers(before: crash.changes) {
+            switch marker {
+            case .acknowledged(let seq): acknowledged = max(acknowledged, seq)
+            case .acknowledging(let seq): acknowledging = max(acknowledging, seq)
+            case .durable(let seq): durable = max(durable ?? 0, seq)
+            case .appended: break
+            }
+        }
+        acknowledging = max(acknowledging, acknowledged)
+        let fs = FaultyFileSystem()
+        fs.skipSyncs = true
+        do {
+            let log = try BeaconLog(configuration: config(directory, workload, fs: fs))
+            defer { try? log.close() }
+            let checkpoint = log.checkpoint.seq
+            let (seqs, records, _) = try readAll(log)
+            if checkpoint < acknowledged { problems.append("the checkpoint (seq \(checkpoint)) is before the acknowledged seq \(acknowledged): delivered again") }
+            if !workload.dropsOldest && checkpoint > acknowledging { problems.append("the checkpoint (seq \(checkpoint)) is past every acknowledgement (\(acknowledging))") }
+            if let first = seqs.first, first < acknowledged { problems.append("seq \(first) is read again after its acknowledgement returned") }
+            if zip(seqs, seqs.dropFirst()).contains(where: { $0 >= $1 }) { problems.append("seqs are not increasing: \(seqs)") }
+            if let first = seqs.first {
+                let gapFree = seqs == Array(first...(seqs.last!))
+                if !gapFree { problems.append("gaps in \(seqs)") }
+                if !workload.dropsOldest && first != checkpoint { problems.append("reading starts at seq \(first), the checkpoint is \(checkpoint)") }
+            }
+            for (seq, record) in zip(seqs, records) where appended[seq] != Array(record.utf8) {
+                problems.append("seq \(seq) reads \(record), which was not appended as that seq")
+                break
+            }
+            if let durable, durable >= checkpoint {
+                let from = workload.dropsOldest ? max(checkpoint, seqs.first ?? durable) : checkpoint
+                let missing = (from...durable).filter { !Set(seqs).contains($0) }
+                if !missing.isEmpty { problems.append("records made durable are gone: seqs \(missing.count == 1 ? "\(missing[0])" : "\(missing.first!)...\(missing.last!)") (read \(seqs.first.map { "\($0)...\(seqs.last!)" } ?? "nothing"))") }
+            }
+            let next = try log.append(#"{"after":"crash"}"#)
+            try log.sync()
+            let again = try readAll(log)
+            if again.seqs.last != next || again.records.last != #"{"after":"crash"}"# || next < (seqs.last.map { $0 + 1 } ?? checkpoint) {
+                problems.append("a new append (seq \(next)) does not read back after the old records (\(again.seqs.suffix(3)))")
+            }
+        } catch {
+            problems.append("\(error)")
+        }
+        return problems
+    }
+}
