@@ -40,8 +40,8 @@ extension Uploader {
         }
     }
 
-    /// The acknowledgement of a whole batch, made durable while the next request goes out: the
-    /// checkpoint write (an fdatasync) costs about as much as a request on loopback. Until it is
+    /// The acknowledgement of a whole batch, made durable while the next request goes out when more
+    /// events wait: the checkpoint write (an fdatasync) costs about as much as a request on loopback. Until it is
     /// settled the next batch is read from `end`, and `delivery.inflight` keeps `range` beside
     /// the next request's, so a crash in between re-sends this batch as it was sent (same events,
     /// same idempotency key), which at-least-once delivery allows.
@@ -226,8 +226,10 @@ extension Uploader {
                 let entries = setAside.map { rejectedEntry($0, session) }.filter { !self.setAside.contains($0.seq) }
                 do {
                     try await settleAcknowledgement()
-                    if entries.isEmpty && through == session.sendable.count {
-                        // The rest of the batch: made durable while the next request goes out.
+                    if entries.isEmpty && through == session.sendable.count && pendingEvents > UInt64(session.batch.count - 1 - session.ackedThrough) {
+                        // The rest of the batch, with more events waiting (a backlog): made durable
+                        // while the next request goes out. At the log's end it is acknowledged at
+                        // once, as the next read would find little or nothing.
                         acknowledging = Acknowledging(end: end, range: savedInflight)
                         session.ackedThrough = last
                         continue
