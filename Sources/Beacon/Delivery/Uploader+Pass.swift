@@ -77,6 +77,19 @@ extension Uploader {
         acknowledging = pending
     }
 
+    /// Whether the acknowledgement of a batch whose `rest` events are not yet acknowledged may
+    /// overlap the next request: only while more events wait (a backlog; at the log's end the next
+    /// read would find little or nothing) and, when this process writes the log, while it is far
+    /// from its quota: a quota drop here deleting the batch before its acknowledgement lands, with
+    /// the next batch already read, would count delivered events as dropped.
+    func canOverlapAcknowledgement(rest: Int) -> Bool {
+        let stats = log.stats
+        guard stats.pendingRecords > UInt64(rest) else { return false }
+        guard log.configuration.access == .readWrite else { return true }
+        let margin = UInt64(4 * max(configuration.maxBatchBytes, 1 << 20))
+        return stats.diskBytes + margin < UInt64(max(0, log.configuration.maxBytes)) / 2
+    }
+
     /// Waits until the deferred acknowledgement is durable; throws its error.
     func settleAcknowledgement() async throws {
         startAcknowledgement()
@@ -226,10 +239,9 @@ extension Uploader {
                 let entries = setAside.map { rejectedEntry($0, session) }.filter { !self.setAside.contains($0.seq) }
                 do {
                     try await settleAcknowledgement()
-                    if entries.isEmpty && through == session.sendable.count && pendingEvents > UInt64(session.batch.count - 1 - session.ackedThrough) {
-                        // The rest of the batch, with more events waiting (a backlog): made durable
-                        // while the next request goes out. At the log's end it is acknowledged at
-                        // once, as the next read would find little or nothing.
+                    if entries.isEmpty && through == session.sendable.count && canOverlapAcknowledgement(rest: session.batch.count - 1 - session.ackedThrough) {
+                        // The rest of the batch, with more events waiting: made durable while the
+                        // next request goes out.
                         acknowledging = Acknowledging(end: end, range: savedInflight)
                         session.ackedThrough = last
                         continue
