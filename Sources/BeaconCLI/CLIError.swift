@@ -81,7 +81,7 @@ struct CLIError: Error, Sendable, CustomStringConvertible {
     static func describe(_ error: any Error) -> String {
         if let error = error as? CLIError { return error.message }
         guard let error = error as? BeaconLogError else { return "\(error)" }
-        var text = error.message
+        var text = error.cause ?? error.message
         if let path = error.path { text += " [\(path)]" }
         if let errno = error.errno { text += " (\(String(cString: strerror(errno))))" }
         if error.code == .locked, let pid = error.lockHolderPID, !error.message.contains("\(pid)") {

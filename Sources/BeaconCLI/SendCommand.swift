@@ -77,7 +77,7 @@ struct SendCommand: Command {
             case .drained, .noData, .deadlineReached:
                 failures = 0
                 if !follow {
-                    Console.writeError("beacon send: sent \(sent) events to \(RedactedURL(url)); nothing pending\n")
+                    Console.writeError("beacon send: sent \(sent) events to \(RedactedURL(url)); nothing pending\(setAside(result, in: directory))\n")
                     return ExitCode.ok.rawValue
                 }
                 pauseUnlessInterrupted(.milliseconds(500))
@@ -87,7 +87,7 @@ struct SendCommand: Command {
                 failures += 1
                 let configurationProblem = (error as? DeliveryError)?.code == .configuration
                 if !follow && (configurationProblem || failures > retries) {
-                    Console.writeError("beacon send: \(error); sent \(sent) events, \(result.remaining) stay pending in \(directory)\n")
+                    Console.writeError("beacon send: \(error); sent \(sent) events, \(result.remaining) stay pending in \(directory)\(setAside(result, in: directory))\n")
                     return ExitCode.ioError.rawValue
                 }
                 if !configurationProblem { Console.writeError("beacon send: \(error)\n") }
@@ -97,6 +97,13 @@ struct SendCommand: Command {
         _ = waitFor { await uploader.shutdown(deadline: .zero) }
         Console.writeError("beacon send: stopped by signal \(Interruption.signal) after sending \(sent) events\n")
         return ExitCode.ok.rawValue
+    }
+
+    /// `; N set aside (rejected R, expired E) in DIR/rejected.jsonl`, or nothing when none were.
+    static func setAside(_ result: FlushResult, in directory: String) -> String {
+        let losses = result.dropped.filter { $0.value > 0 }.sorted { $0.key < $1.key }
+        guard !losses.isEmpty else { return "" }
+        return "; \(result.droppedTotal) set aside (\(losses.map { "\($0.key) \($0.value)" }.joined(separator: ", "))) in \(directory)/rejected.jsonl"
     }
 
     /// Runs `body` on the concurrency pool and waits for it on this thread.

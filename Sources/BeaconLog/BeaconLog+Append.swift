@@ -112,6 +112,7 @@ extension BeaconLog {
               state.withLock({ $0.failure == nil }) else { return error }
         var kept = error
         kept.keptSeqs = seqs
+        kept.cause = kept.cause ?? error.message
         kept.message = "\(error.message). The record (seq \(seqs.count == 1 ? "\(seqs.lowerBound)" : "\(seqs)")) was appended and is kept in memory until the disk accepts it: do not append it again; sync() reports when it is durable"
         return kept
     }
@@ -409,6 +410,8 @@ extension BeaconLog {
 
     func rewriteAfterFailedSync(io: inout WriterIO, error: any Error) throws -> UInt64 {
         let failedPath = io.file?.path ?? directory
+        let failedSegment = io.fileSegment
+        let failedSize = io.fileSize
         if let file = io.file { fs.close(file) }
         io.file = nil
         let pending = io.unsynced
@@ -440,13 +443,42 @@ extension BeaconLog {
             markDurable(pending, segment: target, size: size)
             return target
         } catch {
+            let firstLost = pending.first?.firstSeq ?? state.withLock { $0.durable.seq }
+            let removed = removeUnsynced(segment: failedSegment, durableSize: failedSize - UInt64(pending.reduce(0) { $0 + $1.bytes.count }), rewrite: target, io: &io)
+            let fate = removed
+                ? "the records from seq \(firstLost) on were cut off and are not in the log"
+                : "the records from seq \(firstLost) on may or may not be in the log"
             let failure = BeaconLogError(
                 .failed,
-                "fsync failed on \(failedPath) and rewriting the unsynced records elsewhere failed too (\(error)); records appended since the last successful fsync may not be on disk. Beacon never retries an fsync on the same data; check the disk (dmesg), then reopen the log",
+                "fsync failed on \(failedPath) and rewriting the unsynced records elsewhere failed too (\(error)); \(fate) (everything before is durable). Beacon never retries an fsync on the same data; check the disk (dmesg), then reopen the log",
                 path: failedPath, errno: (error as? BeaconLogError)?.errno)
             fail(failure)
             throw failure
         }
+    }
+
+    /// After a failed fsync that could not be repaired: cuts the failed segment back to what its
+    /// last successful fsync covered and removes the half-made rewrite segment, so that what the
+    /// log holds is exactly what was durable (a reopen must not bring back records whose fsync
+    /// failed: whoever appended them was told they are lost). Returns false if that did not work.
+    func removeUnsynced(segment: UInt64, durableSize: UInt64, rewrite: UInt64, io: inout WriterIO) -> Bool {
+        if let file = io.file { fs.close(file) }
+        io.file = nil
+        io.unsynced = []
+        do {
+            try fs.remove(path(ofSegment: rewrite))
+            let file = try fs.open(path(ofSegment: segment), .readWrite)
+            defer { fs.close(file) }
+            try fs.truncate(file, to: durableSize)
+        } catch {
+            return false
+        }
+        state.withLock { s in
+            s.segments.removeAll { $0.number == rewrite }
+            if let i = s.segments.firstIndex(where: { $0.number == segment }) { s.segments[i].size = durableSize }
+            if s.written.segment >= segment { s.written = s.durable }
+        }
+        return true
     }
 
     func fail(_ error: BeaconLogError) {

@@ -140,12 +140,24 @@ public final class BeaconLog: Sendable {
 
     /// Writes and fsyncs what is pending, releases the locks and closes the files. Later calls throw
     /// ``BeaconLogError/Code/closed``. Closing twice does nothing.
+    ///
+    /// If that last write or fsync fails (a full disk, an I/O error), `close()` throws and the log
+    /// stays open, its records still in memory: call ``sync()`` or `close()` again once the disk
+    /// accepts them. They are lost if the process exits first. If the log has failed (an fsync
+    /// error that rewriting could not repair), it is closed and `close()` throws the failure, as
+    /// does every later `close()`. It never returns normally for records that are not durable.
     public func close() throws {
-        let alreadyClosed = state.withLock { $0.closed }
-        if alreadyClosed { return }
-        var firstError: (any Error)?
+        let (alreadyClosed, failure) = state.withLock { ($0.closed, $0.failure) }
+        if alreadyClosed {
+            if let failure { throw failure }
+            return
+        }
         if canWrite {
-            do { try commit(sync: true) } catch { firstError = error }
+            do {
+                try commit(sync: true)
+            } catch {
+                if let open = stillOpen(after: error) { throw open }
+            }
         }
         state.withLock { $0.closed = true }
         saveCounters()
@@ -153,6 +165,44 @@ public final class BeaconLog: Sendable {
             if let file = io.file { fs.close(file) }
             io.file = nil
         }
+        releaseReaderAndLocks()
+        if let failure = state.withLock({ $0.failure }) { throw failure }
+    }
+
+    /// Closes the log without writing what is buffered, for a process that is about to exit after
+    /// ``close()`` failed: the records that are not durable are dropped, and bytes written since
+    /// the last fsync are cut off the segment, so that what the directory holds is exactly what
+    /// ``LogStats/durableSeq`` says is durable. Returns false if cutting them off failed (they may
+    /// then be in the log, or not). Does nothing on a closed log.
+    package func abandon() -> Bool {
+        var exact = true
+        let wasOpen = writerIO.withLock { io -> Bool in
+            let wasOpen = state.withLock { s -> Bool in
+                if s.closed { return false }
+                s.closed = true
+                s.chunks = []
+                s.bufferedBytes = 0
+                s.bufferedRecords = 0
+                return true
+            }
+            guard wasOpen else { return false }
+            if let file = io.file {
+                let unsynced = UInt64(io.unsynced.reduce(0) { $0 + $1.bytes.count })
+                if unsynced > 0 {
+                    do { try fs.truncate(file, to: io.fileSize - unsynced) } catch { exact = false }
+                }
+                fs.close(file)
+            }
+            io.file = nil
+            io.unsynced = []
+            return true
+        }
+        if wasOpen { releaseReaderAndLocks() }
+        return exact
+    }
+
+    /// Closes the reader's files and releases the locks: the last step of closing.
+    func releaseReaderAndLocks() {
         readerIO.withLock { io in
             if let file = io.checkpointFile { fs.close(file) }
             io.checkpointFile = nil
@@ -164,7 +214,19 @@ public final class BeaconLog: Sendable {
             for lock in held { lock.release(fileSystem: fs) }
             held = []
         }
-        if let firstError { throw firstError }
+    }
+
+    /// The error for a `close()` whose commit failed without failing the log: the records are still
+    /// buffered, so the log stays open for a later `sync()` or `close()`. Nil if the log failed.
+    func stillOpen(after error: any Error) -> BeaconLogError? {
+        let (failed, waiting) = state.withLock { s in (s.failure != nil, s.nextSeq - min(s.nextSeq, s.durable.seq)) }
+        if failed { return nil }
+        var open = error as? BeaconLogError ?? BeaconLogError(.io, "\(error)", path: directory)
+        let cause = open.cause ?? open.message
+        open.cause = cause
+        open.keptSeqs = nil
+        open.message = "\(cause). The log is still open: its last \(waiting) records are not durable yet and stay in memory; call sync() or close() again once the disk accepts them (they are lost if the process exits first)"
+        return open
     }
 
     func path(ofSegment number: UInt64) -> String {

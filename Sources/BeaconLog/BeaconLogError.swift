@@ -46,6 +46,9 @@ public struct BeaconLogError: Error, Sendable, CustomStringConvertible {
     /// appended anyway. They are kept in memory and written when the disk accepts them; do not
     /// append those records again. Nil when the call appended nothing.
     public var keptSeqs: Range<UInt64>?
+    /// What failed, without the advice about records kept in memory that ``message`` adds for a
+    /// process that keeps the log open: for a caller about to exit, where that advice is untrue.
+    package var cause: String?
 
     public init(_ code: Code, _ message: String, path: String? = nil, errno: Int32? = nil, lockHolderPID: Int32? = nil) {
         self.code = code

@@ -69,4 +69,19 @@ struct SendRedactionTests {
         #expect(result.stderr.contains("password=***"), "\(result.stderr)")
         expectNoSecret(result, "usage")
     }
+
+    @Test("events the collector refuses are set aside, and send says how many, next to the redacted URL")
+    func setAsideIsReported() throws {
+        try withTemporaryDirectory { dir in
+            let out = dir + ".collected"
+            defer { try? FileManager.default.removeItem(atPath: out) }
+            #expect(try BeaconToolRunner.run(["append", dir], stdin: stdinData(events(3))).status == 0)
+            let (collector, url) = try startCollector(out: out, status: 400)
+            let result = try BeaconToolRunner.run(["send", dir, "--url", withSecrets(url)])
+            _ = collector.signal(SIGTERM)
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(result.stderr.contains("nothing pending; 3 set aside (rejected 3) in \(dir)/rejected.jsonl"), "\(result.stderr)")
+            expectNoSecret(result, "set aside")
+        }
+    }
 }

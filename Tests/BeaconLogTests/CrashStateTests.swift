@@ -161,16 +161,7 @@ struct CrashStateTests {
         #expect(states >= 20, "\(workload): only \(states) crash states")
         if Self.exhaustive { print("\(workload): \(states) crash states, \(problems.count) failing") }
         let report = { "\(workload): \(problems.count) crash states fail, for example:\n" + problems.prefix(5).joined(separator: "\n") }
-        if workload.name.hasPrefix("a close whose final commit fails") {
-            // The log marks itself closed even when close()'s final commit fails, so the second
-            // close() returns without writing the buffered records (issue 11, part 3). Remove this
-            // wrapper when that fix lands: the check below then passes.
-            withKnownIssue("close() marks the log closed when its final commit fails") {
-                #expect(problems.isEmpty, "\(report())")
-            }
-        } else {
-            #expect(problems.isEmpty, "\(report())")
-        }
+        #expect(problems.isEmpty, "\(report())")
     }
 
     /// Records `workload`, then checks its crash states; returns how many it checked and one line

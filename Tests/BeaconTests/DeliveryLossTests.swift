@@ -101,4 +101,33 @@ struct DeliveryLossTests {
         #expect(dropped + report.remaining == 200)
         #expect(diagnostics.all.filter { $0.hasPrefix("dropped") }.count == 1)
     }
+
+    /// Uploads racing a burst over the quota, many times: whatever the interleaving of reads,
+    /// acknowledgements and drops, delivered + dropped + pending == tracked, exactly.
+    @Test(arguments: 0..<4)
+    func uploadsRacingTheQuotaBalanceExactly(round: Int) async throws {
+        let dir = DeliveryTempDir()
+        defer { dir.remove() }
+        let transport = InMemoryTransport()
+        var config = Beacon.Configuration(directory: dir.path, serverURL: URL(string: "http://127.0.0.1:9/events")!)
+        config.lifecycleEvents = false
+        config.segmentBytes = 4096
+        config.maxBytes = 3 * 4096
+        config.transport = transport
+        config.diagnostics = { _ in }
+        var delivery = testDelivery(batch: 5 + round)
+        delivery.flushBulkSize = 1
+        config.delivery = delivery
+        let beacon = try Beacon(configuration: config)
+        let tracked = 3000
+        for n in 0..<tracked {
+            beacon.track("Numbered", properties: ["n": .int(n), "pad": .string(String(repeating: "x", count: 60))])
+            if n % 100 == 0 { await Task.yield() }
+        }
+        let report = await beacon.shutdown()
+        #expect(report.remaining == 0, "\(report)")
+        let sent = UInt64(delivered(transport).count)
+        let dropped = report.dropped["quotaDeleted", default: 0]
+        #expect(sent + dropped + report.remaining == UInt64(tracked), "delivered \(sent) + dropped \(dropped) + pending \(report.remaining) == tracked \(tracked)")
+    }
 }

@@ -84,7 +84,8 @@ struct DeliveryRedactionTests {
         let beacon = try tracker(dir, port: port, timeout: .milliseconds(300), diagnostics: diagnostics)
         for n in 0..<5 { beacon.track("Numbered", properties: ["n": .int(n)]) }
         let result = await beacon.flush(deadline: .seconds(3))
-        guard case .failed = result.outcome else {
+        // A failure, or (transient answers are retried until the deadline) the deadline.
+        guard !result.outcome.isComplete else {
             Issue.record("expected a failure, got \(result)")
             await beacon.shutdown(deadline: .zero)
             return

@@ -390,3 +390,21 @@ func occurrences(of key: String, in bytes: [UInt8]) -> Int {
         }
     }
 }
+
+extension TrackerBehaviorTests {
+    /// `$event_duration` and `$AppEnd`'s uptime are whole microseconds, rounded half away from zero.
+    @Test(arguments: [
+        (Duration.zero, Int64(0)),
+        (.nanoseconds(499), 0),
+        (.nanoseconds(500), 1),
+        (.nanoseconds(-499), 0),
+        (.nanoseconds(-500), -1),
+        (.microseconds(1_750_001), 1_750_001),
+        (.nanoseconds(1_750_001_499), 1_750_001),
+        (.nanoseconds(1_750_001_500), 1_750_002),
+        (.seconds(86_400 * 365 * 100), 3_153_600_000_000_000),
+    ])
+    func durationsRoundToMicroseconds(duration: Duration, expected: Int64) {
+        #expect(Beacon.microseconds(duration) == expected)
+    }
+}

@@ -1,15 +1,17 @@
 /// Unsigned integers in decimal, written in place two digits at a time: the one digit writer of
 /// the log's frames and the tracker's JSON.
 package enum DecimalDigits {
-    /// "00" … "99": two digits per division. A `StaticString` is statically initialised, so the
-    /// hot paths pay no `swift_once` check (an array in a static is allocated lazily and checked
-    /// on every access).
-    @usableFromInline
-    static let pairs: StaticString = """
+    /// "00" … "99": two digits per division. A literal returned by an inlinable getter, so the
+    /// hot paths in other modules (the tracker's JSON) read constant data with no `swift_once`
+    /// check, as they would for a stored `static let` of another module.
+    @inlinable
+    static var pairs: StaticString {
+        """
         00010203040506070809101112131415161718192021222324252627282930313233343536373839\
         40414243444546474849505152535455565758596061626364656667686970717273747576777879\
         8081828384858687888990919293949596979899
         """
+    }
 
     /// 10^k for k in 0...19, for counting digits without dividing (a switch the compiler turns
     /// into a constant lookup table).
