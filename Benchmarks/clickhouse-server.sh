@@ -31,11 +31,14 @@ ch_free_port() {
   done
 }
 
-# ch_start NAME [EXTRA_XML]: starts a server; sets CH_HTTP_NAME, CH_TCP_NAME, CH_DIR_NAME.
+# ch_start NAME [EXTRA_XML [HTTP TCP INTERSERVER]]: starts a server on the given ports (free
+# ones by default); sets CH_HTTP_NAME, CH_TCP_NAME, CH_DIR_NAME.
 ch_start() {
-  local name=$1 extra=${2:-} dir http tcp inter
+  local name=$1 extra=${2:-} dir http=${3:-} tcp=${4:-} inter=${5:-}
   dir=$(mktemp -d "${TMPDIR:-/tmp}/beacon-clickhouse-$name.XXXXXX")
-  http=$(ch_free_port); tcp=$(ch_free_port); inter=$(ch_free_port)
+  [ -n "$http" ] || http=$(ch_free_port)
+  [ -n "$tcp" ] || tcp=$(ch_free_port)
+  [ -n "$inter" ] || inter=$(ch_free_port)
   mkdir -p "$dir"/{data,tmp,user_files,format_schemas,log}
   cat > "$dir/config.xml" <<EOF
 <?xml version="1.0"?>

@@ -15,22 +15,19 @@ struct ToolResult {
 /// standard output and error captured.
 enum BeaconToolRunner {
     /// `beacon` next to the test bundle (`.build/<triple>/debug/`), else under the package's `.build/debug`.
-    static let executable: String = builtExecutable("beacon")
-
-    /// The package's executable `name` next to the test bundle, else under the package's `.build/debug`.
-    static func builtExecutable(_ name: String) -> String {
+    static let executable: String = {
         let bundleDir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        var candidates = [bundleDir.appendingPathComponent(name).path]
+        var candidates = [bundleDir.appendingPathComponent("beacon").path]
         var dir = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         while dir.path != "/" {
             if FileManager.default.fileExists(atPath: dir.appendingPathComponent("Package.swift").path) {
-                candidates.append(dir.appendingPathComponent(".build/debug/\(name)").path)
+                candidates.append(dir.appendingPathComponent(".build/debug/beacon").path)
                 break
             }
             dir = dir.deletingLastPathComponent()
         }
         return candidates.first { FileManager.default.isExecutableFile(atPath: $0) } ?? candidates.last!
-    }
+    }()
 
     /// Runs `beacon ARGS`, feeding `stdin` through a pipe (written from another thread) and
     /// capturing stdout in a temporary file (or sending it to `stdoutFile`). `currentDirectory`
