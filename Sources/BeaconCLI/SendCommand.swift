@@ -30,7 +30,8 @@ struct SendCommand: Command {
           --follow        keep running and send new events as they arrive (checked every
                           0.5 s), until SIGINT or SIGTERM; failures are retried for ever
           --retries N     without --follow: transient failures in a row without progress (no
-                          event delivered in between) before giving up (default 5)
+                          event delivered in between) before giving up (default 5; at least 3
+                          for an event that keeps failing to be isolated and set aside)
           Exit: 0 drained (or stopped by a signal with --follow), 64 usage, 74 events could not
           be delivered (collector down or refusing the configuration: 401, 403, 404, ...; they
           stay pending; the message quotes the collector's answer), 75 DIR has another reader.

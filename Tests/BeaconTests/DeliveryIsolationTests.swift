@@ -114,6 +114,28 @@ struct DeliveryIsolationTests {
         #expect(collector.transport.requests.count > 4, "it retried")
     }
 
+    @Test("a restart resumes the isolation: delivery.inflight keeps the attempts at the batch")
+    func isolationResumesAfterRestart() async throws {
+        let dir = DeliveryTempDir()
+        defer { dir.remove() }
+        var log: BeaconLog? = try deliveryLog(dir, events: 0..<10, markerAt: [3])
+        let collector = Collector { containsPoison($0) ? .status(500, body: clickHouseParseError) : nil }
+        let first = Uploader(log: log!, configuration: testDelivery(batch: 10), transport: collector.transport, clock: ManualClock())
+        for _ in 0..<3 { _ = await first.flush() }
+        #expect(collector.transport.requests.map { trackIDs(in: $0) } == Array(repeating: Array(0..<10), count: 3))
+        try log!.close()
+        log = nil
+        let reopened = try BeaconLog(directory: dir.path)
+        let clock = ManualClock()
+        let second = Uploader(log: reopened, configuration: testDelivery(batch: 10), transport: collector.transport, clock: clock)
+        let result = await advancing(clock) { await second.flush(deadline: .seconds(600)) }
+        guard case .drained = result.outcome else { Issue.record("expected drained, got \(result)"); return }
+        #expect(trackIDs(in: collector.transport.requests[3]) == Array(0..<5), "the isolation goes on with the first half")
+        #expect(collector.acceptedIDs == [0, 1, 2, 4, 5, 6, 7, 8, 9])
+        #expect(dir.rejectedLines.count == 1)
+        _ = first
+    }
+
     @Test("a bad event alone in its batch is isolated once more events are pending to prove the collector up")
     func loneBadEventWaitsForCompany() async throws {
         let dir = DeliveryTempDir()

@@ -162,8 +162,13 @@ struct DeliveryStateMachine: Sendable {
             }
             guard let front = segments.first else { return .finished }
             if front.state == .untried { return send(0) }
-            // The front failed with a retryable answer: only an isolated batch gets here.
-            precondition(front.state == .failed && isolating, "the front segment is \(front.state)")
+            // The front failed with a retryable answer: only an isolated batch gets here (a batch
+            // not isolated ends its pass at the first such answer).
+            guard isolating else {
+                let answer = front.lastAnswer ?? Answer(status: nil)
+                endPass()
+                return .stop(.retry(answer))
+            }
             if front.range.count > 1 {
                 halve(0)
                 continue

@@ -178,13 +178,16 @@ public actor Uploader {
     }
 
     /// Starts a background drain unless one runs, a flush runs, or a backoff is pending.
-    func kick() {
-        guard started, !stopped, drainTask == nil, flushTask == nil, time.now() >= notBefore else { return }
+    /// Returns whether it started one.
+    @discardableResult
+    func kick() -> Bool {
+        guard started, !stopped, drainTask == nil, flushTask == nil, time.now() >= notBefore else { return false }
         drainTask = Task {
             let pass = await self.drain(deadline: nil)
             self.passFinished(pass)
             return pass
         }
+        return true
     }
 
     // MARK: Flush and shutdown
@@ -199,8 +202,9 @@ public actor Uploader {
     /// transient failure (5xx, 408, 429, timeout, network error) it waits the backoff and tries
     /// again, as long as a request may still start before the deadline. No request starts unless
     /// the time left exceeds what the last successful request took, and none runs past the
-    /// deadline (its timeout is cut to the time left). A configuration problem (401, 403, 404, …)
-    /// or a storage error ends the flush at once. Concurrent callers share one flush and get the
+    /// deadline (its timeout is cut to the time left); when the deadline ends the retries with
+    /// nothing delivered since the failure, the result is that failure. A configuration problem
+    /// (401, 403, 404, …) or a storage error ends the flush at once. Concurrent callers share one flush and get the
     /// same result.
     ///
     /// - Parameter deadline: how long from now the flush may take; nil for one pass that stops at
@@ -284,6 +288,9 @@ public actor Uploader {
             return FlushResult(sent: sentBefore, remaining: pendingEvents, outcome: .deadlineReached)
         }
         var sent = sentBefore
+        // The failure being retried: a deadline that ends its retries, with nothing delivered
+        // since, reports it (why the events are still pending) rather than the deadline.
+        var retrying: DeliveryError?
         while true {
             let task = Task {
                 let pass = await self.drain(deadline: target)
@@ -293,11 +300,13 @@ public actor Uploader {
             drainTask = task
             let pass = await task.value
             sent += pass.sent
+            if pass.sent > 0 { retrying = nil }
             switch pass.outcome {
             case .drained: return FlushResult(sent: sent, remaining: pendingEvents, outcome: .drained)
             case .noData: return FlushResult(sent: sent, remaining: pendingEvents, outcome: sent > 0 ? .drained : .noData)
-            case .deadline: return FlushResult(sent: sent, remaining: pendingEvents, outcome: .deadlineReached)
+            case .deadline: return FlushResult(sent: sent, remaining: pendingEvents, outcome: retrying.map { .failed($0) } ?? .deadlineReached)
             case .failed(let failure):
+                retrying = failure.error
                 // Transient failures are retried after the backoff while a request may still start.
                 guard failure.error.code == .transient, !Task.isCancelled,
                       let retryAt = DeliveryTiming.flushRetry(at: notBefore, deadline: target, requestTimeout: configuration.requestTimeout, lastRequestDuration: lastRequestDuration)
@@ -307,10 +316,10 @@ public actor Uploader {
                 retryTask?.cancel()
                 retryTask = nil
                 do { try await time.sleepUntil(retryAt) } catch {
-                    return FlushResult(sent: sent, remaining: pendingEvents, outcome: .deadlineReached)
+                    return FlushResult(sent: sent, remaining: pendingEvents, outcome: .failed(failure.error))
                 }
                 if (stopped && !shuttingDown) || Task.isCancelled {
-                    return FlushResult(sent: sent, remaining: pendingEvents, outcome: .deadlineReached)
+                    return FlushResult(sent: sent, remaining: pendingEvents, outcome: .failed(failure.error))
                 }
             }
         }
@@ -339,7 +348,11 @@ public actor Uploader {
         drainTask = nil
         switch pass.outcome {
         case .drained, .noData:
-            trigger.withLock { $0.unsent = 0; $0.armed = false }
+            // Events that became readable after the pass's last read were announced while it was
+            // armed: count them now, and go again if they reach the bulk size.
+            let pending = pendingEvents
+            let again = pending >= UInt64(configuration.flushBulkSize) && kick()
+            trigger.withLock { $0.unsent = Int(clamping: pending); $0.armed = again }
         case .deadline:
             trigger.withLock { $0.armed = false }
         case .failed(let failure):
