@@ -144,7 +144,7 @@ struct ClickHouseTests {
         let table = gzip ? "sent_gzip" : "sent_plain"
         try createEventsTable(server, table)
         try withTemporaryDirectory { dir in
-            let count = 3_000
+            let count = 2_000
             try appendedLog(dir, numberedEvents(count))
             let send = try BeaconToolRunner.run(["send", dir, "--url", server.insertURL(table: table).absoluteString, "--format", "ndjson", "--batch", "100"] + (gzip ? ["--gzip"] : []))
             #expect(send.status == 0, "beacon send: \(send.stderr)")
@@ -186,7 +186,7 @@ struct ClickHouseTests {
         try createEventsTable(server, "outage")
         let dir = temporaryDirectoryPath()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let count = 5_000
+        let count = 4_000
         try appendedLog(dir, numberedEvents(count))
         let send = try RunningTool(["send", dir, "--url", server.insertURL(table: "outage").absoluteString, "--format", "ndjson", "--batch", "50", "--retries", "1000"])
         let midStream = eventually(within: 30) { ((try? inserts(server, "outage").count) ?? 0) >= 20 }

@@ -157,13 +157,16 @@ struct CrashStateTests {
 
     @Test("every sampled crash state opens to a gap-free FIFO run of what was appended, keeps what was durable, re-delivers nothing acknowledged, takes new appends", arguments: workloads)
     func crashStates(workload: Workload) throws {
-        let problems = try Self.explore(workload)
+        let (states, problems) = try Self.explore(workload)
+        #expect(states >= 20, "\(workload): only \(states) crash states")
+        if Self.exhaustive { print("\(workload): \(states) crash states, \(problems.count) failing") }
         let report = { "\(workload): \(problems.count) crash states fail, for example:\n" + problems.prefix(5).joined(separator: "\n") }
         #expect(problems.isEmpty, "\(report())")
     }
 
-    /// Records `workload`, then checks its crash states; returns one line per failing state.
-    static func explore(_ workload: Workload) throws -> [String] {
+    /// Records `workload`, then checks its crash states; returns how many it checked and one line
+    /// per failing state.
+    static func explore(_ workload: Workload) throws -> (states: Int, problems: [String]) {
         try withTemporaryDirectory { root in
             try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
             let directory = root + "/log"
@@ -182,14 +185,15 @@ struct CrashStateTests {
             fs.recording = false
             let model = start.after(fs.recorded)
             var problems: [String] = []
-            for crash in crashes(model) {
+            let crashes = crashes(model)
+            for crash in crashes {
                 let rebuilt = temporaryDirectoryPath()
                 defer { try? FileManager.default.removeItem(atPath: rebuilt) }
                 try model.rebuild(crash, into: rebuilt)
                 let found = check(rebuilt + "/log", crash: crash, model: model, workload: workload)
                 if !found.isEmpty { problems.append("\(crash): " + found.joined(separator: "; ")) }
             }
-            return problems
+            return (crashes.count, problems)
         }
     }
 
@@ -265,5 +269,85 @@ struct CrashStateTests {
             problems.append("\(error)")
         }
         return problems
+    }
+}
+
+/// The model itself: what a power loss keeps and loses, so the explorer's states are the hard ones.
+@Suite("Crash-state model")
+struct CrashStateModelTests {
+    /// Records `body`'s changes under a fresh root and returns the model.
+    func recorded(_ body: (String, FaultyFileSystem) throws -> Void) throws -> (CrashStates, String) {
+        let root = temporaryDirectoryPath()
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: false)
+        let start = try CrashStates(root: root)
+        let fs = FaultyFileSystem()
+        fs.skipSyncs = true
+        fs.recording = true
+        try body(root, fs)
+        return (start.after(fs.recorded), root)
+    }
+
+    func contents(_ model: CrashStates, _ crash: CrashStates.Crash, _ name: String) throws -> [UInt8]? {
+        let out = temporaryDirectoryPath()
+        defer { try? FileManager.default.removeItem(atPath: out) }
+        try model.rebuild(crash, into: out)
+        return FileManager.default.contents(atPath: out + "/" + name).map(Array.init)
+    }
+
+    @Test("a new directory and the files in it survive a power loss only once its parent was fsynced after the mkdir")
+    func directoryEntryNeedsItsParentsFsync() throws {
+        let (model, root) = try recorded { root, fs in
+            _ = try fs.makeDirectory(root + "/d")
+            let file = try fs.open(root + "/d/f", .createNew)
+            try Array("abc".utf8).withUnsafeBytes { try fs.write(file, $0) }
+            try fs.sync(file)
+            try fs.syncDirectory(root + "/d")
+            fs.close(file)
+            try fs.syncDirectory(root)
+        }
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        #expect(model.operations.count == 6)  // mkdir, create, write, fsync, fsync d, fsync root
+        #expect(try contents(model, .power(changes: 5, .dropped), "d/f") == nil, "the parent was not fsynced yet")
+        #expect(try contents(model, .power(changes: 6, .dropped), "d/f") == Array("abc".utf8))
+        #expect(try contents(model, .process(changes: 3), "d/f") == Array("abc".utf8), "a process crash keeps what was written")
+    }
+
+    @Test("unsynced writes: dropped, kept in part, cut at a sector, zero-filled; synced bytes always kept")
+    func unsyncedWrites() throws {
+        let (model, root) = try recorded { root, fs in
+            let file = try fs.open(root + "/f", .createNew)
+            try fs.syncDirectory(root)
+            try [UInt8](repeating: 1, count: 100).withUnsafeBytes { try fs.write(file, $0) }
+            try fs.sync(file)
+            try [UInt8](repeating: 2, count: 600).withUnsafeBytes { try fs.write(file, $0) }
+            try [UInt8](repeating: 3, count: 10).withUnsafeBytes { try fs.write(file, $0) }
+            try fs.syncDirectory(root)
+            fs.close(file)
+        }
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let end = model.operations.count
+        let synced = [UInt8](repeating: 1, count: 100)
+        #expect(try contents(model, .power(changes: end, .dropped), "f") == synced)
+        #expect(try contents(model, .power(changes: end, .prefix(1)), "f") == synced + [UInt8](repeating: 2, count: 600))
+        #expect(try contents(model, .power(changes: end, .sectorCut(at: 512)), "f") == synced + [UInt8](repeating: 2, count: 412))
+        #expect(try contents(model, .power(changes: end, .zeroFilled), "f") == synced + [UInt8](repeating: 0, count: 610))
+        #expect(try contents(model, .process(changes: end), "f") == synced + [UInt8](repeating: 2, count: 600) + [UInt8](repeating: 3, count: 10))
+    }
+
+    @Test("a rename survives a power loss only after a directory fsync; before it the old file is there")
+    func renameNeedsADirectoryFsync() throws {
+        let root = temporaryDirectoryPath()
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: false)
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        try Data("old".utf8).write(to: URL(fileURLWithPath: root + "/f"))
+        let start = try CrashStates(root: root)
+        let fs = FaultyFileSystem()
+        fs.skipSyncs = true
+        fs.recording = true
+        try fs.replaceFile(root + "/f", with: Array("new".utf8))
+        let model = start.after(fs.recorded)
+        let renamed = try #require(model.operations.firstIndex { if case .rename = $0 { true } else { false } })
+        #expect(try contents(model, .power(changes: renamed + 1, .dropped), "f") == Array("old".utf8))
+        #expect(try contents(model, .power(changes: model.operations.count, .dropped), "f") == Array("new".utf8))
     }
 }
