@@ -6,6 +6,11 @@ import Testing
 import BeaconTesting
 
 /// A `beacon-test-child deliver` process and the lines it printed.
+///
+/// Its output is read by a thread of its own until ``finish()``, which waits for the child's exit
+/// and then for every byte it wrote to be read. Not until the pipe's end: another child started
+/// meanwhile (by a test running in parallel) may have inherited the pipe's write end and hold it
+/// open long after this one died.
 final class DeliverChild: @unchecked Sendable {
     let process: Process
     let sink = LineSink()
@@ -13,8 +18,42 @@ final class DeliverChild: @unchecked Sendable {
     final class LineSink: Sendable {
         let lines = Mutex<[String]>([])
         let partial = Mutex<String>("")
-        /// The pipe reached its end: every line the child printed is in `lines`.
-        let ended = Atomic(false)
+        /// Set once the child has exited: the reader stops when the pipe holds nothing more.
+        let childExited = Atomic(false)
+        /// The reader has stopped: `lines` holds everything the child printed.
+        let drained = Atomic(false)
+
+        func take(_ bytes: ArraySlice<UInt8>) {
+            let complete = partial.withLock { buffer -> [String] in
+                buffer += String(decoding: bytes, as: UTF8.self)
+                var parts = buffer.components(separatedBy: "\n")
+                buffer = parts.removeLast()
+                return parts
+            }
+            lines.withLock { $0.append(contentsOf: complete) }
+        }
+
+        /// Reads `handle` until the child has exited and the pipe is empty (or at its end).
+        func read(_ handle: FileHandle) {
+            let fd = handle.fileDescriptor
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            while true {
+                // Whether the child had exited before this read: then an empty pipe stays empty.
+                let exited = childExited.load(ordering: .sequentiallyConsistent)
+                let n = Glibc.read(fd, &buffer, buffer.count)
+                if n > 0 { take(buffer[0..<n]); continue }
+                if n == 0 { break }
+                if errno == EINTR { continue }
+                if exited || errno != EAGAIN { break }
+                var wait = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                _ = poll(&wait, 1, 20)
+            }
+            let rest = partial.withLock { buffer in defer { buffer = "" }; return buffer }
+            if !rest.isEmpty { lines.withLock { $0.append(rest) } }
+            try? handle.close()
+            drained.store(true, ordering: .sequentiallyConsistent)
+        }
     }
 
     init(directory: String, url: URL, start: Int, count: Int) throws {
@@ -23,34 +62,20 @@ final class DeliverChild: @unchecked Sendable {
         process.arguments = ["deliver", directory, url.absoluteString, String(start), String(count)]
         let pipe = Pipe()
         process.standardOutput = pipe
-        pipe.fileHandleForReading.readabilityHandler = { [sink] handle in
-            let data = handle.availableData
-            if data.isEmpty {
-                handle.readabilityHandler = nil
-                let rest = sink.partial.withLock { buffer in defer { buffer = "" }; return buffer }
-                if !rest.isEmpty { sink.lines.withLock { $0.append(rest) } }
-                sink.ended.store(true, ordering: .sequentiallyConsistent)
-                return
-            }
-            let complete = sink.partial.withLock { buffer -> [String] in
-                buffer += String(decoding: data, as: UTF8.self)
-                var parts = buffer.components(separatedBy: "\n")
-                buffer = parts.removeLast()
-                return parts
-            }
-            sink.lines.withLock { $0.append(contentsOf: complete) }
-        }
         try process.run()
+        let handle = pipe.fileHandleForReading
+        Thread { [sink] in sink.read(handle) }.start()
     }
 
     var output: [String] { sink.lines.withLock { $0 } }
 
-    /// Waits for the child to exit and for its output to be read to the end. Its exit does not
-    /// mean its last lines were read: the pipe is read on another thread. Returns whether the
-    /// end was seen; the generous bound only matters under load (it returns at the end).
+    /// Waits for the child to exit and for everything it printed to be read: its exit does not
+    /// mean its last lines were read, the pipe is read on another thread. Returns whether the
+    /// reader finished; the generous bound only matters under load (it returns when it does).
     func finish() async -> Bool {
         process.waitUntilExit()
-        return await eventually(30) { self.sink.ended.load(ordering: .sequentiallyConsistent) }
+        sink.childExited.store(true, ordering: .sequentiallyConsistent)
+        return await eventually(30) { self.sink.drained.load(ordering: .sequentiallyConsistent) }
     }
 
     /// The highest n reported durable.
@@ -59,6 +84,16 @@ final class DeliverChild: @unchecked Sendable {
     func kill(_ signal: Int32 = SIGKILL) {
         Glibc.kill(process.processIdentifier, signal)
     }
+}
+
+/// Each request the collector got: its status, the end of its idempotency key, its retry count
+/// and the events' numbers (for failure messages).
+func requestSummary(_ collector: LoopbackCollector) -> String {
+    collector.requests.map { request in
+        let numbers = (request.events ?? []).compactMap { numberedN($0) }
+        let range = numbers.first.map { "\($0)...\(numbers.last!)" } ?? "-"
+        return "\(request.status.map(String.init) ?? "none") \((request.header("idempotency-key") ?? "").suffix(6)) r\(request.header("x-beacon-retry") ?? "-") \(range)"
+    }.joined(separator: "; ")
 }
 
 /// The digits of an event's `_track_id` (a 64-bit number, compared as text).
@@ -118,7 +153,7 @@ struct DeliveryKillTests {
             if fresh.count != ids.count {
                 // A duplicate: the whole batch again, with the key it had before.
                 #expect(fresh.isEmpty, "a request mixes new and already received events")
-                #expect(keyBodies[key] == events, "a re-sent batch has the same idempotency key and bytes")
+                #expect(keyBodies[key] == events, "a re-sent batch has the same idempotency key and bytes: \(key) \(events.compactMap { numberedN($0) }); requests: \(requestSummary(collector))")
             }
             if keyBodies[key] == nil { keyBodies[key] = events }
             for (id, event) in zip(ids, events) where !seenTrackIds.contains(id) {
