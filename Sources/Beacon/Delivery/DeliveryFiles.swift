@@ -62,7 +62,8 @@ func appendJSONString(_ text: String, to bytes: inout [UInt8]) {
 /// `delivery.inflight` in the log directory: the range of the request in flight, so that a
 /// restart sends the same events again (same body, same idempotency key) instead of a differently
 /// cut batch. One line: `<seq of the checkpoint when it was sent> <number of records read>
-/// <times sent>` (the third field, for `X-Beacon-Retry` and isolation, may be missing: 1).
+/// <times sent> <failed passes>` (the third field, for `X-Beacon-Retry`, may be missing: 1; the
+/// fourth, the passes that ended with a retryable answer, for isolation, may be missing: 0).
 /// Replaced atomically (temporary file + `rename`), not fsynced: it matters after a process
 /// crash, which keeps the page cache; after a power loss a batch may be re-cut (still
 /// at-least-once, only the key differs).
@@ -81,6 +82,9 @@ struct InflightFile {
         var count: Int
         /// Times these records were sent as they are now cut, this send included.
         var sends: Int = 1
+        /// Passes at these records that ended with a retryable answer (not sends whose answer
+        /// was never seen).
+        var failures: Int = 0
     }
 
     /// The range saved last, or nil if there is none or it cannot be read (the next batch is then
@@ -88,12 +92,13 @@ struct InflightFile {
     func load() -> Range? {
         guard let bytes = (try? fileSystem.contents(ofFile: path)) ?? nil else { return nil }
         let parts = String(decoding: bytes, as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\n" })
-        guard parts.count == 2 || parts.count == 3, let first = UInt64(parts[0]), let count = Int(parts[1]), count > 0 else { return nil }
-        let sends = parts.count == 3 ? Int(parts[2]) ?? 1 : 1
-        return Range(firstSeq: first, count: count, sends: max(1, sends))
+        guard (2...4).contains(parts.count), let first = UInt64(parts[0]), let count = Int(parts[1]), count > 0 else { return nil }
+        let sends = parts.count >= 3 ? Int(parts[2]) ?? 1 : 1
+        let failures = parts.count == 4 ? Int(parts[3]) ?? 0 : 0
+        return Range(firstSeq: first, count: count, sends: max(1, sends), failures: max(0, failures))
     }
 
     func save(_ range: Range) throws {
-        try fileSystem.replaceFile(path, with: Array("\(range.firstSeq) \(range.count) \(range.sends)\n".utf8), durably: false)
+        try fileSystem.replaceFile(path, with: Array("\(range.firstSeq) \(range.count) \(range.sends) \(range.failures)\n".utf8), durably: false)
     }
 }
