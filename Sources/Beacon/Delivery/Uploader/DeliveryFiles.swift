@@ -1,5 +1,6 @@
 import BeaconLog
 import Foundation
+import Synchronization
 
 /// `rejected.jsonl` in the log directory: one line per event set aside, never re-sent
 /// automatically. Each line is
@@ -59,21 +60,33 @@ func appendJSONString(_ text: String, to bytes: inout [UInt8]) {
     bytes.append(0x22)
 }
 
-/// `delivery.inflight` in the log directory: the range of the request in flight, so that a
-/// restart sends the same events again (same body, same idempotency key) instead of a differently
-/// cut batch. One line: `<seq of the checkpoint when it was sent> <number of records read>
-/// <times sent>` (the third field, for `X-Beacon-Retry` and isolation, may be missing: 1).
-/// Replaced atomically (temporary file + `rename`), not fsynced: it matters after a process
-/// crash, which keeps the page cache; after a power loss a batch may be re-cut (still
-/// at-least-once, only the key differs).
-struct InflightFile {
+/// `delivery.inflight` in the log directory: the ranges of the requests not yet acknowledged, so
+/// that a restart sends the same events again (same body, same idempotency key) instead of a
+/// differently cut batch. One line per range, `<seq of the checkpoint when it was sent> <number
+/// of records read> <times sent>` (the third field, for `X-Beacon-Retry` and isolation, may be
+/// missing: 1): the request in flight, and before it the batch whose acknowledgement is still
+/// being made durable while that request goes out (a restart resumes at whichever starts at the
+/// checkpoint).
+///
+/// Rewritten in place with one `pwrite` of a fixed-size record (padded with spaces) on a file
+/// kept open, through the log's file-system seam; not fsynced: it matters after a process crash,
+/// which keeps the page cache and cannot tear one small write; after a power loss a batch may be
+/// re-cut (still at-least-once, only the key differs).
+final class InflightFile: Sendable {
     static let fileName = "delivery.inflight"
+    /// The record's size: room for two ranges of three 20-digit numbers.
+    static let recordSize = 160
     let path: String
     let fileSystem: any FileSystem
+    private let file = Mutex<LogFile?>(nil)
 
     init(directory: String, fileSystem: any FileSystem) {
         path = directory + "/" + Self.fileName
         self.fileSystem = fileSystem
+    }
+
+    deinit {
+        file.withLock { open in open.map { fileSystem.close($0) } }
     }
 
     struct Range: Equatable {
@@ -83,17 +96,45 @@ struct InflightFile {
         var sends: Int = 1
     }
 
-    /// The range saved last, or nil if there is none or it cannot be read (the next batch is then
-    /// cut afresh).
-    func load() -> Range? {
-        guard let bytes = (try? fileSystem.contents(ofFile: path)) ?? nil else { return nil }
-        let parts = String(decoding: bytes, as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\n" })
-        guard parts.count == 2 || parts.count == 3, let first = UInt64(parts[0]), let count = Int(parts[1]), count > 0 else { return nil }
-        let sends = parts.count == 3 ? Int(parts[2]) ?? 1 : 1
-        return Range(firstSeq: first, count: count, sends: max(1, sends))
+    /// The ranges saved, oldest first; empty when there is no file or it cannot be read (the next
+    /// batch is then cut afresh).
+    func load() -> [Range] {
+        guard let bytes = (try? fileSystem.contents(ofFile: path)) ?? nil else { return [] }
+        var ranges: [Range] = []
+        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
+            let parts = line.split(separator: " ")
+            if parts.isEmpty { continue }
+            guard parts.count == 2 || parts.count == 3, let first = UInt64(parts[0]), let count = Int(parts[1]), count > 0 else { return [] }
+            let sends = parts.count == 3 ? Int(parts[2]) ?? 1 : 1
+            ranges.append(Range(firstSeq: first, count: count, sends: max(1, sends)))
+        }
+        return ranges
     }
 
-    func save(_ range: Range) throws {
-        try fileSystem.replaceFile(path, with: Array("\(range.firstSeq) \(range.count) \(range.sends)\n".utf8), durably: false)
+    /// Replaces the file's ranges with `ranges` (at most two).
+    func save(_ ranges: [Range]) throws {
+        precondition(ranges.count <= 2, "delivery.inflight holds at most two ranges")
+        var record = Array(ranges.map { "\($0.firstSeq) \($0.count) \($0.sends)\n" }.joined().utf8)
+        record += [UInt8](repeating: UInt8(ascii: " "), count: max(0, Self.recordSize - record.count))
+        try file.withLock { open in
+            if open == nil {
+                let opened = try fileSystem.open(path, .createOrOpen)
+                do {
+                    // A file of an earlier version may be shorter or longer.
+                    try fileSystem.truncate(opened, to: UInt64(Self.recordSize))
+                } catch {
+                    fileSystem.close(opened)
+                    throw error
+                }
+                open = opened
+            }
+            do {
+                try record.withUnsafeBytes { try fileSystem.write(open!, $0, at: 0) }
+            } catch {
+                fileSystem.close(open!)
+                open = nil
+                throw error
+            }
+        }
     }
 }
