@@ -224,12 +224,12 @@ struct Report {
         var lines: [String] = [header, ""]
         let throughput = medians.filter { $0.valueName == nil && $0.peer == "beacon" }
         if !throughput.isEmpty {
-            lines.append(pad("phase", 6) + pad("mode", 10) + pad("n", 9, right: true) + pad("beacon ev/s", 14, right: true) + pad("MB/s", 9, right: true)
+            lines.append(pad("phase", 6) + pad("mode", 20) + pad("n", 9, right: true) + pad("beacon ev/s", 14, right: true) + pad("MB/s", 9, right: true)
                 + pad("raw ev/s", 13, right: true) + pad("MB/s", 9, right: true) + pad("beacon/raw", 12, right: true) + "   ev/s per round")
             for b in throughput {
                 guard case .throughput(let n, let bytes, let seconds) = b.kind else { continue }
                 let raw = medians.first { $0.peer == "raw" && $0.phase == b.phase && $0.mode == b.mode && $0.valueName == nil }
-                var row = pad(b.phase, 6) + pad(b.mode, 10) + pad(grouped(Double(n)), 9, right: true)
+                var row = pad(b.phase, 6) + pad(b.mode, 20) + pad(grouped(Double(n)), 9, right: true)
                     + pad(grouped(Double(n) / seconds), 14, right: true) + pad(format(Double(bytes) / seconds / 1e6, 1), 9, right: true)
                 if let raw, case .throughput(let rn, let rbytes, let rseconds) = raw.kind {
                     row += pad(grouped(Double(rn) / rseconds), 13, right: true) + pad(format(Double(rbytes) / rseconds / 1e6, 1), 9, right: true)
@@ -248,7 +248,8 @@ struct Report {
         }
         for figure in medians where figure.valueName != nil {
             let all = figures.filter { $0.key == figure.key }.map { format($0.sortValue, 2) }.joined(separator: " ")
-            lines.append("\(figure.phase) \(figure.valueName!): \(format(figure.sortValue, 2)) (median; rounds: \(all))")
+            let peer = figure.peer == "beacon" ? "" : " (\(figure.peer))"
+            lines.append("\(figure.phase) \(figure.valueName!)\(peer): \(format(figure.sortValue, 2)) (median; rounds: \(all))")
         }
         lines.append("")
         for figure in medians { lines.append(figure.peerLine) }

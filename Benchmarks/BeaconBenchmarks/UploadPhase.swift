@@ -1,56 +1,99 @@
 import Beacon
-import BeaconTesting
 import Foundation
 import Glibc
 
 /// Upload: a full log (the WORKLOAD events) delivered by the `Uploader` through `HTTPTransport`
-/// (URLSession) to the `LoopbackCollector` on 127.0.0.1, for 50 and 500 events per request,
+/// (URLSession) to a collector on 127.0.0.1 in a child process, for 50 and 500 events per request,
 /// with and without gzip; timed from the first read to the last acknowledgement (each batch's
-/// checkpoint made durable). Also the body bytes on the wire per event.
+/// checkpoint made durable). Beside each, the baseline `raw`: a plain URLSession loop sending the
+/// same events (bodies built beforehand), one POST in flight, to the same collector.
 ///
-/// The collector runs in the same process and splits every body back into events, so it takes
-/// part of the 2 cores: the figures are a lower bound for a remote collector.
+/// Collectors: Beacon's loopback collector (`beacon-bench --serve-collector loopback`, which also
+/// counts the events, checked, and the body bytes on the wire per event), then nginx answering
+/// `return 200` (modes `nginx_…`) when nginx is installed. Also the peak RSS of this process
+/// during each upload (`VmHWM`, reset before it; the benchmark's own payloads included).
 enum UploadPhase: BenchPhase {
     static let name = "upload"
-    static let summary = "full log -> loopback collector over HTTP, batch 50/500, plain/gzip; wire bytes per event"
+    static let summary = "full log -> collector process over HTTP, batch 50/500, plain/gzip, vs a URLSession loop; peak RSS"
 
     static func runRound(_ context: BenchContext) throws -> [Figure] {
         let n = context.quick ? 10_000 : 100_000
         let payloads = context.payloads(n)
         var figures: [Figure] = []
-        for batch in [50, 500] {
-            for gzip in [false, true] {
-                let mode = "batch\(batch)" + (gzip ? "_gzip" : "")
-                let dir = try context.scratch("beacon-upload-\(mode)")
-                let log = try BeaconLog(configuration: {
-                    var c = BeaconLog.Configuration(directory: dir)
-                    c.durability = .none
-                    c.maxBytes = 4 << 30
-                    return c
-                }())
-                for event in payloads.events { try log.append(event) }
-                try log.sync()
-                let collector = try LoopbackCollector()
-                collector.retainsBodies = false
-                var config = DeliveryConfiguration(url: collector.url)
-                config.batchSize = batch
-                config.gzip = gzip
-                config.flushInterval = nil
-                let uploader = Uploader(log: log, configuration: config, diagnostics: { _ in })
-                var result: FlushResult?
-                let seconds = time {
-                    result = blockOn { await uploader.flush() }
+        var kinds: [BenchCollector.Kind] = [.loopback]
+        if BenchCollector.nginxPath != nil { kinds.append(.nginx) }
+        for kind in kinds {
+            let collector = try BenchCollector(kind, directory: try context.scratch("beacon-nginx"))
+            defer { collector.stop() }
+            for batch in [50, 500] {
+                for gzip in [false, true] {
+                    let mode = (kind == .nginx ? "nginx_" : "") + "batch\(batch)" + (gzip ? "_gzip" : "")
+                    figures += try beacon(context, payloads, collector, batch: batch, gzip: gzip, mode: mode)
+                    figures += try raw(payloads, collector, batch: batch, gzip: gzip, mode: mode)
                 }
-                collector.stop()
-                try log.close()
-                guard let result, result.outcome.isComplete, collector.acceptedEventCount == n, result.sent == n else {
-                    throw BenchFailure("upload \(mode): \(String(describing: result)), collector accepted \(collector.acceptedEventCount) of \(n)")
-                }
-                figures.append(.throughput("beacon", "upload", mode, n: n, bytes: payloads.totalBytes, seconds: seconds))
-                figures.append(.value("beacon", "upload", "wire_bytes_per_event_\(mode)", Double(collector.receivedBodyBytes) / Double(n), fields: [("n", String(n))]))
             }
         }
         return figures
+    }
+
+    static func beacon(_ context: BenchContext, _ payloads: Payloads, _ collector: BenchCollector, batch: Int, gzip: Bool, mode: String) throws -> [Figure] {
+        let n = payloads.events.count
+        let dir = try context.scratch("beacon-upload-\(mode)")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let log = try BeaconLog(configuration: {
+            var c = BeaconLog.Configuration(directory: dir)
+            c.durability = .none
+            c.maxBytes = 4 << 30
+            return c
+        }())
+        for event in payloads.events { try log.append(event) }
+        try log.sync()
+        var config = DeliveryConfiguration(url: collector.url)
+        config.batchSize = batch
+        config.gzip = gzip
+        config.flushInterval = nil
+        let uploader = Uploader(log: log, configuration: config, diagnostics: { _ in })
+        let before = try collector.stats()
+        Memory.resetPeak()
+        let start = Memory.currentMiB
+        var result: FlushResult?
+        let seconds = time {
+            result = blockOn { await uploader.flush() }
+        }
+        let peak = Memory.peakMiB
+        try log.close()
+        let after = try collector.stats()
+        guard let result, result.outcome.isComplete, result.sent == n else {
+            throw BenchFailure("upload \(mode): \(String(describing: result))")
+        }
+        var figures: [Figure] = [
+            .throughput("beacon", "upload", mode, n: n, bytes: payloads.totalBytes, seconds: seconds),
+            .value("beacon", "upload", "peak_rss_mib_\(mode)", peak, fields: [("start_mib", format(start, 1))]),
+        ]
+        if let before, let after {
+            guard after.events - before.events == n else {
+                throw BenchFailure("upload \(mode): the collector accepted \(after.events - before.events) of \(n) events")
+            }
+            figures.append(.value("beacon", "upload", "wire_bytes_per_event_\(mode)", Double(after.bodyBytes - before.bodyBytes) / Double(n), fields: [("n", String(n))]))
+        }
+        return figures
+    }
+
+    static func raw(_ payloads: Payloads, _ collector: BenchCollector, batch: Int, gzip: Bool, mode: String) throws -> [Figure] {
+        let n = payloads.events.count
+        let bodies = URLSessionLoop.bodies(payloads.events, batch: batch, gzip: gzip)
+        let before = try collector.stats()
+        Memory.resetPeak()
+        let start = Memory.currentMiB
+        let seconds = try URLSessionLoop.run(bodies, to: collector.url, gzip: gzip)
+        let peak = Memory.peakMiB
+        if let before, let after = try collector.stats(), after.events - before.events != n {
+            throw BenchFailure("upload \(mode), URLSession loop: the collector accepted \(after.events - before.events) of \(n) events")
+        }
+        return [
+            .throughput("raw", "upload", mode, n: n, bytes: payloads.totalBytes, seconds: seconds),
+            .value("raw", "upload", "peak_rss_mib_\(mode)", peak, fields: [("start_mib", format(start, 1))]),
+        ]
     }
 }
 

@@ -30,6 +30,11 @@ func fail(_ message: String, code: Int32 = 64) -> Never {
     exit(code)
 }
 
+// A collector child process (see BenchCollector), started by the upload and endtoend phases.
+if CommandLine.arguments.dropFirst().first == "--serve-collector" {
+    BenchCollector.serve(Array(CommandLine.arguments.dropFirst(2)))
+}
+
 var quick = false
 var phaseNames: [String] = []
 var rounds: Int?
@@ -121,6 +126,8 @@ let header = """
     machine: \(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(loadAtStart) at the start, \(loadAverage()) at the end
     beacon: BeaconLog public API, one append call per event, segments 8 MiB, fsync(2) per commit (FileHandle.synchronize),
             checkpoint in place (pwrite + fdatasync, two slots); raw: 64 KiB buffer + write(2) + fdatasync(2), B: in-place pwrite + fdatasync
+    upload, endtoend: the collector is a child process (loopback, and nginx when installed: modes nginx_*); raw: a plain URLSession
+            loop, one POST in flight, the same events, bodies built beforehand; peak RSS is this process's (payloads included)
     """
 report.print(rounds: roundCount, header: header)
 exit(ok ? 0 : 1)

@@ -50,6 +50,8 @@ public actor Uploader {
     /// Pending events the log's quota deleted since the uploader started (see `reportingLosses`).
     let quotaDrops = QuotaDrops()
     let ioQueue = DispatchQueue(label: "beacon.uploader.io")
+    /// Acknowledgements (checkpoint writes, fsync) run here, beside the reads and writes of `ioQueue`.
+    let ackQueue = DispatchQueue(label: "beacon.uploader.ack")
     nonisolated let trigger = Mutex(Trigger())
 
     struct Trigger {
@@ -73,8 +75,12 @@ public actor Uploader {
     /// The batch being delivered and its state machine, kept across passes.
     var current: Session?
     var inflightLoaded = false
-    /// What `delivery.inflight` holds (as an earlier run left it, until the first send).
+    /// The range of the last request as `delivery.inflight` holds it (or an earlier run's, at the checkpoint).
     var savedInflight: InflightFile.Range?
+    /// Ranges an earlier run left in `delivery.inflight` that the checkpoint has not reached yet.
+    var earlierInflight: [InflightFile.Range] = []
+    /// The acknowledgement of the last batch while it is made durable, overlapping the next request.
+    var acknowledging: Acknowledging?
     /// The seqs this uploader wrote to `rejected.jsonl` (expired or refused) that the checkpoint
     /// has not passed yet: a batch read again after a failed send must not set the same events
     /// aside twice. A set, not a high-water mark: an expired event set aside first must not hide a

@@ -40,8 +40,65 @@ extension Uploader {
         }
     }
 
-    /// Sends batch after batch until the log is empty, a request fails, or the deadline.
+    /// The acknowledgement of a whole batch, made durable while the next request goes out when more
+    /// events wait: the checkpoint write (an fdatasync) costs about as much as a request on loopback. Until it is
+    /// settled the next batch is read from `end`, and `delivery.inflight` keeps `range` beside
+    /// the next request's, so a crash in between re-sends this batch as it was sent (same events,
+    /// same idempotency key), which at-least-once delivery allows.
+    struct Acknowledging: Sendable {
+        var end: LogPosition
+        var range: InflightFile.Range?
+        var task: Task<Void, any Error>?
+    }
+
+    /// Sends batch after batch until the log is empty, a request fails, or the deadline; the pass
+    /// ends with every acknowledgement durable.
     func drain(deadline: Duration?) async -> Pass {
+        var pass = await sendBatches(deadline: deadline)
+        do {
+            try await settleAcknowledgement()
+        } catch {
+            current = nil  // read again from the checkpoint
+            pass.outcome = .failed(storageFailure(error, doing: "acknowledging delivered events"))
+        }
+        return pass
+    }
+
+    /// Starts the deferred acknowledgement, if any (after the next batch was read: reading and
+    /// acknowledging share the log's reader lock).
+    func startAcknowledgement() {
+        guard var pending = acknowledging, pending.task == nil else { return }
+        let log = self.log, end = pending.end, queue = ackQueue
+        pending.task = Task.detached {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                queue.async { continuation.resume(with: Result { try log.acknowledge(through: end) }) }
+            }
+        }
+        acknowledging = pending
+    }
+
+    /// Whether the acknowledgement of a batch whose `rest` events are not yet acknowledged may
+    /// overlap the next request: only while more events wait (a backlog; at the log's end the next
+    /// read would find little or nothing) and, when this process writes the log, while it is far
+    /// from its quota: a quota drop here deleting the batch before its acknowledgement lands, with
+    /// the next batch already read, would count delivered events as dropped.
+    func canOverlapAcknowledgement(rest: Int) -> Bool {
+        let stats = log.stats
+        guard stats.pendingRecords > UInt64(rest) else { return false }
+        guard log.configuration.access == .readWrite else { return true }
+        let margin = UInt64(4 * max(configuration.maxBatchBytes, 1 << 20))
+        return stats.diskBytes + margin < UInt64(max(0, log.configuration.maxBytes)) / 2
+    }
+
+    /// Waits until the deferred acknowledgement is durable; throws its error.
+    func settleAcknowledgement() async throws {
+        startAcknowledgement()
+        guard let task = acknowledging?.task else { return }
+        defer { acknowledging = nil }
+        try await task.value
+    }
+
+    func sendBatches(deadline: Duration?) async -> Pass {
         var sent = 0
         var sawData = false
         while true {
@@ -77,7 +134,9 @@ extension Uploader {
     /// the batch read held only expired events (set aside and acknowledged).
     func nextSession() async throws -> Session?? {
         let log = self.log
-        let checkpoint = log.checkpoint
+        // Where the deferred acknowledgement will put the checkpoint (unless the quota moved it further).
+        let readFrom = acknowledging.map { max($0.end, log.checkpoint) }
+        let checkpoint = readFrom ?? log.checkpoint
         var earlierPasses = 0
         if let session = current {
             current = nil
@@ -95,22 +154,29 @@ extension Uploader {
         }
         if !inflightLoaded {
             inflightLoaded = true
-            savedInflight = inflightFile.load()
+            earlierInflight = inflightFile.load()
+        }
+        // An earlier run's range starting here: the same events again, for the same key.
+        earlierInflight.removeAll { $0.firstSeq < checkpoint.seq }
+        if savedInflight?.firstSeq != checkpoint.seq, let range = earlierInflight.first(where: { $0.firstSeq == checkpoint.seq }) {
+            savedInflight = range
         }
         let batch: LogBatch
         var earlierSends = earlierPasses, earlierFailures = earlierPasses
         if earlierPasses == 0, let range = savedInflight, range.firstSeq == checkpoint.seq {
-            batch = try await onIO { try log.read(maxRecords: range.count, maxBytes: Int.max) }
+            batch = try await onIO { try log.read(from: readFrom, maxRecords: range.count, maxBytes: Int.max) }
             earlierSends = range.sends
             earlierFailures = range.failures
         } else {
             let count = configuration.eventsPerRequest(pending: pendingEvents), bytes = configuration.maxBatchBytes
-            batch = try await onIO { try log.read(maxRecords: count, maxBytes: bytes) }
+            batch = try await onIO { try log.read(from: readFrom, maxRecords: count, maxBytes: bytes) }
         }
+        startAcknowledgement()
         if batch.isEmpty { return nil }
         let sendable = try await setAsideExpired(batch)
         if sendable.isEmpty {
             do {
+                try await settleAcknowledgement()
                 try await onIO { try log.acknowledge(through: batch.end) }
             } catch {
                 throw storageFailure(error, doing: "acknowledging expired events").error
@@ -177,6 +243,14 @@ extension Uploader {
                 let end = last == session.batch.count - 1 ? session.batch.end : session.batch.end(after: last)
                 let entries = setAside.map { rejectedEntry($0, session) }.filter { !self.setAside.contains($0.seq) }
                 do {
+                    try await settleAcknowledgement()
+                    if entries.isEmpty && through == session.sendable.count && canOverlapAcknowledgement(rest: session.batch.count - 1 - session.ackedThrough) {
+                        // The rest of the batch, with more events waiting: made durable while the
+                        // next request goes out.
+                        acknowledging = Acknowledging(end: end, range: savedInflight)
+                        session.ackedThrough = last
+                        continue
+                    }
                     if !entries.isEmpty {
                         let file = rejectedFile, now = nowMillis
                         try await onIO { try file.append(entries, nowMillis: now) }
@@ -270,8 +344,8 @@ extension Uploader {
         let last = session.batchIndex(coveringSendable: session.machine.committed + resume.count)
         let range = InflightFile.Range(firstSeq: session.checkpointSeq, count: last - session.ackedThrough, sends: max(1, resume.sends), failures: session.machine.resumeFailures)
         guard range != savedInflight else { return }
-        let file = inflightFile
-        try await onIO { try file.save(range) }
+        let file = inflightFile, ranges = [acknowledging?.range, range].compactMap { $0 }
+        try await onIO { try file.save(ranges) }
         savedInflight = range
     }
 

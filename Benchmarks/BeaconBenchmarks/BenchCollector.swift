@@ -1,0 +1,201 @@
+import BeaconTesting
+import Foundation
+import Glibc
+
+/// A collector on 127.0.0.1 in a child process, so that its CPU time is not the measured
+/// process's: Beacon's `LoopbackCollector` (`beacon-bench --serve-collector loopback`), or nginx
+/// answering `return 200` (`--serve-collector nginx DIR`) when nginx is installed.
+///
+/// The child prints `ready <port>`, answers `stats` with `<accepted events> <body bytes>` (`-1 -1`
+/// for nginx, which does not count), and exits when its standard input closes (stopping nginx
+/// first), so it never outlives the benchmark.
+final class BenchCollector {
+    enum Kind: String {
+        case loopback, nginx
+    }
+
+    let kind: Kind
+    let port: UInt16
+    private let child: ChildProcess
+
+    /// Starts the collector of `kind`; nginx keeps its files in `directory`.
+    init(_ kind: Kind, directory: String) throws {
+        self.kind = kind
+        child = try ChildProcess(benchArguments: ["--serve-collector", kind.rawValue, directory])
+        let line = try child.readLine(timeout: 30)
+        guard line.hasPrefix("ready "), let port = UInt16(line.dropFirst(6)) else {
+            child.stop()
+            throw BenchFailure("the \(kind) collector did not start: \(line)")
+        }
+        self.port = port
+    }
+
+    deinit { child.stop() }
+
+    var url: URL { URL(string: "http://127.0.0.1:\(port)/events")! }
+
+    /// Events the collector accepted and body bytes it received (nil for nginx).
+    func stats() throws -> (events: Int, bodyBytes: Int)? {
+        try child.send("stats")
+        let parts = try child.readLine().split(separator: " ").compactMap { Int($0) }
+        guard parts.count == 2 else { throw BenchFailure("the \(kind) collector answered stats with something else") }
+        return parts[0] < 0 ? nil : (parts[0], parts[1])
+    }
+
+    /// Waits until the collector has accepted `count` events (at most `timeout` seconds).
+    func waitForEvents(_ count: Int, timeout: Double = 120) throws {
+        let end = now() + timeout
+        while let (events, _) = try stats(), events < count {
+            guard now() < end else { throw BenchFailure("the \(kind) collector accepted \(events) of \(count) events within \(timeout) s") }
+            usleep(1000)
+        }
+    }
+
+    func stop() { child.stop() }
+
+    /// Where nginx is, if installed.
+    static var nginxPath: String? {
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? ""
+        let candidates = path.split(separator: ":").map { "\($0)/nginx" } + ["/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx"]
+        return candidates.first { FileManager.default.isExecutableFile(atPath: $0) }
+    }
+
+    // MARK: The child's side
+
+    /// `--serve-collector KIND DIR`: serves until standard input closes. Never returns.
+    static func serve(_ arguments: [String]) -> Never {
+        guard arguments.count == 2, let kind = Kind(rawValue: arguments[0]) else {
+            fail("--serve-collector takes loopback|nginx and a directory")
+        }
+        switch kind {
+        case .loopback:
+            let collector: LoopbackCollector
+            do {
+                collector = try LoopbackCollector()
+            } catch {
+                reply("error \(error)")
+                exit(1)
+            }
+            collector.retainsBodies = false
+            reply("ready \(collector.port)")
+            while let line = readLine() {
+                if line == "stats" { reply("\(collector.acceptedEventCount) \(collector.receivedBodyBytes)") }
+            }
+            collector.stop()
+            exit(0)
+        case .nginx:
+            let nginx: pid_t
+            let port: UInt16
+            do {
+                (nginx, port) = try startNginx(in: arguments[1])
+            } catch {
+                reply("error \(error)")
+                exit(1)
+            }
+            reply("ready \(port)")
+            while let line = readLine() {
+                if line == "stats" { reply("-1 -1") }
+            }
+            kill(nginx, SIGTERM)
+            var status: Int32 = 0
+            _ = waitpid(nginx, &status, 0)
+            exit(0)
+        }
+    }
+
+    static func reply(_ line: String) {
+        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    }
+
+    /// Starts nginx in the foreground with a private configuration in `directory`, on a free port
+    /// of 127.0.0.1, answering 200 to everything; returns its pid once it accepts connections.
+    static func startNginx(in directory: String) throws -> (pid_t, UInt16) {
+        guard let binary = nginxPath else { throw BenchFailure("nginx is not installed") }
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        for _ in 0..<5 {
+            let port = try freePort()
+            let config = """
+                daemon off;
+                worker_processes 1;
+                pid \(directory)/nginx.pid;
+                error_log \(directory)/error.log;
+                events { worker_connections 64; }
+                http {
+                    access_log off;
+                    client_body_temp_path \(directory)/body;
+                    proxy_temp_path \(directory)/proxy;
+                    fastcgi_temp_path \(directory)/fastcgi;
+                    uwsgi_temp_path \(directory)/uwsgi;
+                    scgi_temp_path \(directory)/scgi;
+                    client_max_body_size 64m;
+                    keepalive_requests 10000000;
+                    keepalive_timeout 120s;
+                    server {
+                        listen 127.0.0.1:\(port);
+                        location / { return 200; }
+                    }
+                }
+                """
+            try config.write(toFile: directory + "/nginx.conf", atomically: true, encoding: .utf8)
+            var actions = posix_spawn_file_actions_t()
+            posix_spawn_file_actions_init(&actions)
+            defer { posix_spawn_file_actions_destroy(&actions) }
+            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+            posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+            let arguments: [String] = [binary, "-p", directory, "-c", directory + "/nginx.conf", "-e", directory + "/error.log"]
+            let argv = arguments.map { strdup($0) } + [nil]
+            defer { for pointer in argv { free(pointer) } }
+            var pid: pid_t = 0
+            let status = posix_spawn(&pid, binary, &actions, nil, argv, environ)
+            guard status == 0 else { throw BenchFailure("cannot start \(binary): \(String(cString: strerror(status)))") }
+            // Ready when it accepts a connection; gone when the port was taken meanwhile.
+            let end = now() + 10
+            while now() < end {
+                var exitStatus: Int32 = 0
+                if waitpid(pid, &exitStatus, WNOHANG) == pid { break }
+                if canConnect(port) { return (pid, port) }
+                usleep(5000)
+            }
+            kill(pid, SIGKILL)
+            var exitStatus: Int32 = 0
+            _ = waitpid(pid, &exitStatus, 0)
+        }
+        let log = (try? String(contentsOfFile: directory + "/error.log", encoding: .utf8)) ?? ""
+        throw BenchFailure("nginx did not start: \(log.split(separator: "\n").suffix(3).joined(separator: "; "))")
+    }
+
+    /// A port of 127.0.0.1 free a moment ago.
+    static func freePort() throws -> UInt16 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw BenchFailure("socket: \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var address = loopback(0)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0 else { throw BenchFailure("bind: \(String(cString: strerror(errno)))") }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        return UInt16(bigEndian: address.sin_port)
+    }
+
+    static func canConnect(_ port: UInt16) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = loopback(port)
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        } == 0
+    }
+
+    static func loopback(_ port: UInt16) -> sockaddr_in {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return address
+    }
+}

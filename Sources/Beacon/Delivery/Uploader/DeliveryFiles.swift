@@ -1,0 +1,140 @@
+import BeaconLog
+import Foundation
+import Synchronization
+
+/// `rejected.jsonl` in the log directory: one line per event set aside, never re-sent
+/// automatically. Each line is
+/// `{"status":400,"reason":"…","seq":12,"rejected_at":<epoch ms>,"record":<the event, verbatim>}`
+/// (`"status":null` for expired events). Appended and fsynced (through the log's file-system seam)
+/// before the events are acknowledged, so an event is in the log or in this file, never in
+/// neither; a failed append leaves the file as it was, so a retry does not write a line twice.
+struct RejectedFile {
+    static let fileName = "rejected.jsonl"
+    let path: String
+    let fileSystem: any FileSystem
+
+    init(directory: String, fileSystem: any FileSystem) {
+        path = directory + "/" + Self.fileName
+        self.fileSystem = fileSystem
+    }
+
+    struct Entry {
+        var status: Int?
+        var reason: String
+        var seq: UInt64
+        var record: ArraySlice<UInt8>
+    }
+
+    func append(_ entries: [Entry], nowMillis: Int64) throws {
+        guard !entries.isEmpty else { return }
+        var bytes: [UInt8] = []
+        for entry in entries {
+            bytes.append(contentsOf: #"{"status":"#.utf8)
+            bytes.append(contentsOf: (entry.status.map(String.init) ?? "null").utf8)
+            bytes.append(contentsOf: #","reason":"#.utf8)
+            appendJSONString(entry.reason, to: &bytes)
+            bytes.append(contentsOf: #","seq":\#(entry.seq),"rejected_at":\#(nowMillis),"record":"#.utf8)
+            bytes.append(contentsOf: entry.record)
+            bytes.append(contentsOf: "}\n".utf8)
+        }
+        try fileSystem.appendDurably(path, bytes)
+    }
+}
+
+/// Appends `text` as a JSON string literal, escaping quotes, backslashes and control characters.
+func appendJSONString(_ text: String, to bytes: inout [UInt8]) {
+    bytes.append(0x22)
+    for byte in text.utf8 {
+        switch byte {
+        case 0x22: bytes.append(contentsOf: [0x5C, 0x22])
+        case 0x5C: bytes.append(contentsOf: [0x5C, 0x5C])
+        case 0x0A: bytes.append(contentsOf: [0x5C, UInt8(ascii: "n")])
+        case 0x0D: bytes.append(contentsOf: [0x5C, UInt8(ascii: "r")])
+        case 0x09: bytes.append(contentsOf: [0x5C, UInt8(ascii: "t")])
+        case 0..<0x20:
+            let hex = Array("0123456789abcdef".utf8)
+            bytes.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 15)]])
+        default: bytes.append(byte)
+        }
+    }
+    bytes.append(0x22)
+}
+
+/// `delivery.inflight` in the log directory: the ranges of the requests not yet acknowledged, so
+/// that a restart sends the same events again (same body, same idempotency key) instead of a
+/// differently cut batch. One line per range, `<seq of the checkpoint when it was sent> <number
+/// of records read> <times sent>` (the third field, for `X-Beacon-Retry` and isolation, may be
+/// missing: 1): the request in flight, and before it the batch whose acknowledgement is still
+/// being made durable while that request goes out (a restart resumes at whichever starts at the
+/// checkpoint).
+///
+/// Rewritten in place with one `pwrite` of a fixed-size record (padded with spaces) on a file
+/// kept open, through the log's file-system seam; not fsynced: it matters after a process crash,
+/// which keeps the page cache and cannot tear one small write; after a power loss a batch may be
+/// re-cut (still at-least-once, only the key differs).
+final class InflightFile: Sendable {
+    static let fileName = "delivery.inflight"
+    /// The record's size: room for two ranges of three 20-digit numbers.
+    static let recordSize = 160
+    let path: String
+    let fileSystem: any FileSystem
+    private let file = Mutex<LogFile?>(nil)
+
+    init(directory: String, fileSystem: any FileSystem) {
+        path = directory + "/" + Self.fileName
+        self.fileSystem = fileSystem
+    }
+
+    deinit {
+        file.withLock { open in open.map { fileSystem.close($0) } }
+    }
+
+    struct Range: Equatable {
+        var firstSeq: UInt64
+        var count: Int
+        /// Times these records were sent as they are now cut, this send included.
+        var sends: Int = 1
+    }
+
+    /// The ranges saved, oldest first; empty when there is no file or it cannot be read (the next
+    /// batch is then cut afresh).
+    func load() -> [Range] {
+        guard let bytes = (try? fileSystem.contents(ofFile: path)) ?? nil else { return [] }
+        var ranges: [Range] = []
+        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
+            let parts = line.split(separator: " ")
+            if parts.isEmpty { continue }
+            guard parts.count == 2 || parts.count == 3, let first = UInt64(parts[0]), let count = Int(parts[1]), count > 0 else { return [] }
+            let sends = parts.count == 3 ? Int(parts[2]) ?? 1 : 1
+            ranges.append(Range(firstSeq: first, count: count, sends: max(1, sends)))
+        }
+        return ranges
+    }
+
+    /// Replaces the file's ranges with `ranges` (at most two).
+    func save(_ ranges: [Range]) throws {
+        precondition(ranges.count <= 2, "delivery.inflight holds at most two ranges")
+        var record = Array(ranges.map { "\($0.firstSeq) \($0.count) \($0.sends)\n" }.joined().utf8)
+        record += [UInt8](repeating: UInt8(ascii: " "), count: max(0, Self.recordSize - record.count))
+        try file.withLock { open in
+            if open == nil {
+                let opened = try fileSystem.open(path, .createOrOpen)
+                do {
+                    // A file of an earlier version may be shorter or longer.
+                    try fileSystem.truncate(opened, to: UInt64(Self.recordSize))
+                } catch {
+                    fileSystem.close(opened)
+                    throw error
+                }
+                open = opened
+            }
+            do {
+                try record.withUnsafeBytes { try fileSystem.write(open!, $0, at: 0) }
+            } catch {
+                fileSystem.close(open!)
+                open = nil
+                throw error
+            }
+        }
+    }
+}
