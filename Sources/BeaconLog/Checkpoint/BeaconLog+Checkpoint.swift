@@ -1,0 +1,51 @@
+extension BeaconLog {
+    /// `position`, or the start of the next segment when `position` is the end of a sealed segment,
+    /// so that the checkpoint never names a segment that is deleted because it is wholly acknowledged.
+    func normalized(_ position: LogPosition) -> LogPosition {
+        state.withLock { s in
+            guard let i = s.segments.firstIndex(where: { $0.number == position.segment }),
+                  i + 1 < s.segments.count, position.offset >= s.segments[i].size else { return position }
+            // A newer segment exists, so this one is sealed: the writer never returns to it.
+            return LogPosition(segment: s.segments[i + 1].number, offset: 0, seq: position.seq)
+        }
+    }
+
+    /// Writes `position` into the next checkpoint slot and makes it durable, then publishes it.
+    /// `dropping` marks a move past records the quota deletes: they count as dropped, not acknowledged.
+    func writeCheckpoint(_ position: LogPosition, dropping: Bool = false, io: inout ReaderIO) throws {
+        let path = directory + "/" + Checkpoint.fileName
+        if io.checkpointFile == nil {
+            if !io.replaceCheckpointFile, try fs.fileSize(path) == Checkpoint.fileSize.asUInt64 {
+                io.checkpointFile = try fs.open(path, .readWrite)
+            } else {
+                // First checkpoint (or a damaged file): create it whole with tmp + fsync + rename + directory fsync.
+                var bytes = Checkpoint(generation: io.generation + 1, position: position).encodedSlot()
+                bytes.append(contentsOf: [UInt8](repeating: 0, count: Checkpoint.slotSize))
+                if (io.generation + 1) % 2 == 1 { bytes = Array(bytes[Checkpoint.slotSize...] + bytes[..<Checkpoint.slotSize]) }
+                try fs.replaceFile(path, with: bytes)
+                io.checkpointFile = try fs.open(path, .readWrite)
+                io.generation += 1
+                io.replaceCheckpointFile = false
+                publish(position, dropping: dropping)
+                return
+            }
+        }
+        let generation = io.generation + 1
+        let slot = Checkpoint(generation: generation, position: position).encodedSlot()
+        try slot.withUnsafeBytes { try fs.write(io.checkpointFile!, $0, at: UInt64(Int(generation % 2) * Checkpoint.slotSize)) }
+        try fs.syncData(io.checkpointFile!)
+        io.generation = generation
+        publish(position, dropping: dropping)
+    }
+
+    func publish(_ position: LogPosition, dropping: Bool) {
+        state.withLock { s in
+            if !dropping, position.seq > s.checkpoint.seq { s.stats.acknowledgedRecords += position.seq - s.checkpoint.seq }
+            s.checkpoint = position
+        }
+    }
+}
+
+extension Int {
+    var asUInt64: UInt64 { UInt64(self) }
+}
