@@ -136,6 +136,22 @@ struct DeliveryIsolationTests {
         _ = first
     }
 
+    @Test("a crash loop (sends whose answer was never seen) re-sends the batch whole with the same key; only failed answers start an isolation")
+    func crashLoopKeepsTheBatchWhole() async throws {
+        let dir = DeliveryTempDir()
+        defer { dir.remove() }
+        let log = try deliveryLog(dir, events: 0..<10)
+        // What five killed processes leave: the batch sent five times, no answer seen.
+        try Data("0 10 5\n".utf8).write(to: URL(fileURLWithPath: dir.path + "/delivery.inflight"))
+        let collector = Collector { _ in nil }
+        let uploader = Uploader(log: log, configuration: testDelivery(batch: 10), transport: collector.transport, clock: ManualClock())
+        let result = await uploader.flush()
+        guard case .drained = result.outcome else { Issue.record("expected drained, got \(result)"); return }
+        #expect(collector.transport.requests.map { trackIDs(in: $0) } == [Array(0..<10)], "one request, the whole batch")
+        #expect(collector.transport.requests.first?.header("X-Beacon-Retry") == "5")
+        #expect(dir.rejectedLines.isEmpty)
+    }
+
     @Test("a bad event alone in its batch is isolated once more events are pending to prove the collector up")
     func loneBadEventWaitsForCompany() async throws {
         let dir = DeliveryTempDir()

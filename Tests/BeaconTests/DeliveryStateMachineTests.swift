@@ -205,9 +205,17 @@ struct DeliveryStateMachineTests {
         #expect(run.finished && run.setAside.isEmpty && run.delivered == Array(0..<5))
     }
 
-    @Test("earlier sends from delivery.inflight: below K the whole batch goes with X-Beacon-Retry = sends; at K the isolation resumes", arguments: 0...4)
-    func restartWithEarlierSends(sends: Int) {
+    @Test("sends whose answer was never seen (a killed process) are counted in X-Beacon-Retry but never start an isolation", arguments: 0...6)
+    func restartAfterUnansweredSends(sends: Int) {
         var machine = Machine(count: 6, earlierSends: sends, isolateAfter: 3)
+        #expect(!machine.isolating)
+        #expect(machine.nextAction() == .send(0..<6, retry: sends), "the same batch, whole, with the same key")
+        #expect(machine.resumePoint == (6, sends + 1) && machine.resumeFailures == 0)
+    }
+
+    @Test("earlier failed passes from delivery.inflight: below K the whole batch goes with X-Beacon-Retry = sends; at K the isolation resumes", arguments: 0...4)
+    func restartWithEarlierSends(sends: Int) {
+        var machine = Machine(count: 6, earlierSends: sends, earlierFailures: sends, isolateAfter: 3)
         guard case .send(let range, let retry) = machine.nextAction() else { Issue.record("expected a send"); return }
         if sends < 3 {
             #expect(range == 0..<6 && retry == sends)

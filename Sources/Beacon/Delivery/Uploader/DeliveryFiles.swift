@@ -63,8 +63,9 @@ func appendJSONString(_ text: String, to bytes: inout [UInt8]) {
 /// `delivery.inflight` in the log directory: the ranges of the requests not yet acknowledged, so
 /// that a restart sends the same events again (same body, same idempotency key) instead of a
 /// differently cut batch. One line per range, `<seq of the checkpoint when it was sent> <number
-/// of records read> <times sent>` (the third field, for `X-Beacon-Retry` and isolation, may be
-/// missing: 1): the request in flight, and before it the batch whose acknowledgement is still
+/// of records read> <times sent> <failed passes>` (the third field, for `X-Beacon-Retry`, may be
+/// missing: 1; the fourth, the passes that ended with a retryable answer, for isolation, may be
+/// missing: 0): the request in flight, and before it the batch whose acknowledgement is still
 /// being made durable while that request goes out (a restart resumes at whichever starts at the
 /// checkpoint).
 ///
@@ -74,8 +75,8 @@ func appendJSONString(_ text: String, to bytes: inout [UInt8]) {
 /// re-cut (still at-least-once, only the key differs).
 final class InflightFile: Sendable {
     static let fileName = "delivery.inflight"
-    /// The record's size: room for two ranges of three 20-digit numbers.
-    static let recordSize = 160
+    /// The record's size: room for two ranges of four 20-digit numbers.
+    static let recordSize = 192
     let path: String
     let fileSystem: any FileSystem
     private let file = Mutex<LogFile?>(nil)
@@ -94,6 +95,9 @@ final class InflightFile: Sendable {
         var count: Int
         /// Times these records were sent as they are now cut, this send included.
         var sends: Int = 1
+        /// Passes at these records that ended with a retryable answer (not sends whose answer
+        /// was never seen).
+        var failures: Int = 0
     }
 
     /// The ranges saved, oldest first; empty when there is no file or it cannot be read (the next
@@ -104,9 +108,10 @@ final class InflightFile: Sendable {
         for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
             let parts = line.split(separator: " ")
             if parts.isEmpty { continue }
-            guard parts.count == 2 || parts.count == 3, let first = UInt64(parts[0]), let count = Int(parts[1]), count > 0 else { return [] }
-            let sends = parts.count == 3 ? Int(parts[2]) ?? 1 : 1
-            ranges.append(Range(firstSeq: first, count: count, sends: max(1, sends)))
+            guard (2...4).contains(parts.count), let first = UInt64(parts[0]), let count = Int(parts[1]), count > 0 else { return [] }
+            let sends = parts.count >= 3 ? Int(parts[2]) ?? 1 : 1
+            let failures = parts.count == 4 ? Int(parts[3]) ?? 0 : 0
+            ranges.append(Range(firstSeq: first, count: count, sends: max(1, sends), failures: max(0, failures)))
         }
         return ranges
     }
@@ -114,7 +119,7 @@ final class InflightFile: Sendable {
     /// Replaces the file's ranges with `ranges` (at most two).
     func save(_ ranges: [Range]) throws {
         precondition(ranges.count <= 2, "delivery.inflight holds at most two ranges")
-        var record = Array(ranges.map { "\($0.firstSeq) \($0.count) \($0.sends)\n" }.joined().utf8)
+        var record = Array(ranges.map { "\($0.firstSeq) \($0.count) \($0.sends) \($0.failures)\n" }.joined().utf8)
         record += [UInt8](repeating: UInt8(ascii: " "), count: max(0, Self.recordSize - record.count))
         try file.withLock { open in
             if open == nil {

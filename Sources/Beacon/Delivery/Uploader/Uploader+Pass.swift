@@ -162,10 +162,11 @@ extension Uploader {
             savedInflight = range
         }
         let batch: LogBatch
-        var earlierSends = earlierPasses
+        var earlierSends = earlierPasses, earlierFailures = earlierPasses
         if earlierPasses == 0, let range = savedInflight, range.firstSeq == checkpoint.seq {
             batch = try await onIO { try log.read(from: readFrom, maxRecords: range.count, maxBytes: Int.max) }
             earlierSends = range.sends
+            earlierFailures = range.failures
         } else {
             let count = configuration.eventsPerRequest(pending: pendingEvents), bytes = configuration.maxBatchBytes
             batch = try await onIO { try log.read(from: readFrom, maxRecords: count, maxBytes: bytes) }
@@ -182,7 +183,11 @@ extension Uploader {
             }
             return .some(nil)
         }
-        let machine = DeliveryStateMachine(count: sendable.count, earlierSends: sendable.count == batch.count ? earlierSends : 0, isolateAfter: configuration.isolateAfterFailures)
+        let machine = DeliveryStateMachine(
+            count: sendable.count,
+            earlierSends: sendable.count == batch.count ? earlierSends : 0,
+            earlierFailures: sendable.count == batch.count ? earlierFailures : 0,
+            isolateAfter: configuration.isolateAfterFailures)
         return Session(batch: batch, sendable: sendable, machine: machine)
     }
 
@@ -262,6 +267,9 @@ extension Uploader {
                 session.ackedThrough = last
 
             case .stop(.retry(let answer)):
+                // The failed pass counts towards isolating the batch after a restart too. Best
+                // effort: without it a restart only starts that count again.
+                try? await recordInflight(session)
                 let count = session.sendable.count - session.machine.committed
                 let message: String
                 if let status = answer.status {
@@ -334,7 +342,7 @@ extension Uploader {
     func recordInflight(_ session: Session) async throws {
         let resume = session.machine.resumePoint
         let last = session.batchIndex(coveringSendable: session.machine.committed + resume.count)
-        let range = InflightFile.Range(firstSeq: session.checkpointSeq, count: last - session.ackedThrough, sends: max(1, resume.sends))
+        let range = InflightFile.Range(firstSeq: session.checkpointSeq, count: last - session.ackedThrough, sends: max(1, resume.sends), failures: session.machine.resumeFailures)
         guard range != savedInflight else { return }
         let file = inflightFile, ranges = [acknowledging?.range, range].compactMap { $0 }
         try await onIO { try file.save(ranges) }

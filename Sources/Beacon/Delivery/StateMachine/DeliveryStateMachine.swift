@@ -113,15 +113,18 @@ struct DeliveryStateMachine: Sendable {
     /// - Parameters:
     ///   - count: the events in the batch.
     ///   - earlierSends: times the whole batch was already sent without being acknowledged (by an
-    ///     earlier process, from `delivery.inflight`); each counts as a failed pass.
+    ///     earlier process, from `delivery.inflight`): the first send's `X-Beacon-Retry`.
+    ///   - earlierFailures: passes at the batch that ended with a retryable answer. Only answers
+    ///     count: a send whose answer was never seen (the process was killed) is no evidence
+    ///     against the batch, so a crash loop re-sends the batch whole, with the same key.
     ///   - isolateAfter: failed passes at the batch before it is isolated.
-    init(count: Int, earlierSends: Int = 0, isolateAfter: Int) {
+    init(count: Int, earlierSends: Int = 0, earlierFailures: Int = 0, isolateAfter: Int) {
         precondition(count > 0, "a batch holds at least one event")
         precondition(isolateAfter > 0, "isolateAfter must be positive")
         self.count = count
         self.isolateAfter = isolateAfter
-        self.failedPasses = earlierSends
-        self.segments = [Segment(range: 0..<count, sends: earlierSends, failures: earlierSends)]
+        self.failedPasses = earlierFailures
+        self.segments = [Segment(range: 0..<count, sends: earlierSends, failures: earlierFailures)]
         if isolating { beginIsolation() }
     }
 
@@ -147,6 +150,10 @@ struct DeliveryStateMachine: Sendable {
         }
         return (count - committed, failedPasses)
     }
+
+    /// The failed passes to record with ``resumePoint``, so that a restart goes on isolating a
+    /// batch the collector kept failing, and only such a batch.
+    var resumeFailures: Int { failedPasses }
 
     // MARK: Decisions
 
