@@ -118,7 +118,7 @@ ORDER BY (event, time, _track_id)
 EOF
 }
 
-# ch_events N START: N workload events (WORKLOAD.md's shape, about 200 bytes) as JSON lines.
+# ch_events N START: N workload events (the benchmark's event shape, about 200 bytes) as JSON lines.
 ch_events() {
   awk -v n="$1" -v start="${2:-0}" 'BEGIN {
     for (i = start; i < start + n; i++)

@@ -1,6 +1,6 @@
 import BeaconLog
 
-/// Phase A of WORKLOAD.md: append N events, one call per event, in three durability modes, each
+/// Phase A of the workload: append N events, one call per event, in three durability modes, each
 /// against the raw baseline in the same round. Also reports the peak RSS of the append phases
 /// (`rss_mib`, first round) and how much it grew while appending (`rss_growth_mib`).
 enum AppendPhase: BenchPhase {

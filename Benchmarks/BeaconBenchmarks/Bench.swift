@@ -29,7 +29,7 @@ final class BenchContext {
         self.directory = directory
     }
 
-    /// N for a workload mode: the full sizes of WORKLOAD.md, or small ones under `--quick`.
+    /// N for a workload mode: the full sizes, or small ones under `--quick`.
     func n(_ mode: String) -> Int {
         switch mode {
         case "each": quick ? 200 : 5000
@@ -55,7 +55,7 @@ final class BenchContext {
     }
 }
 
-/// The workload's events (WORKLOAD.md), as byte arrays.
+/// The workload's events, as byte arrays: `Purchase` events for 1000 users, each about 200 bytes.
 struct Payloads {
     let events: [[UInt8]]
     /// Total payload bytes (no newline): MB/s is computed from this.
@@ -71,9 +71,9 @@ struct Payloads {
             total += bytes.count
             events.append(bytes)
         }
-        // The checksums of WORKLOAD.md: the payloads are exactly the workload's.
-        if count == 5000 { precondition(total == 988_340, "workload payloads differ from WORKLOAD.md (5,000 events: \(total) bytes)") }
-        if count == 200_000 { precondition(total == 39_866_890, "workload payloads differ from WORKLOAD.md (200,000 events: \(total) bytes)") }
+        // Pinned byte totals: the payloads stay exactly those of earlier runs, so figures compare.
+        if count == 5000 { precondition(total == 988_340, "workload payloads differ from the pinned workload (5,000 events: \(total) bytes)") }
+        if count == 200_000 { precondition(total == 39_866_890, "workload payloads differ from the pinned workload (200,000 events: \(total) bytes)") }
         self.events = events
         self.totalBytes = total
     }
@@ -123,7 +123,8 @@ struct Figure {
         }
     }
 
-    /// The line in the peer format of WORKLOAD.md.
+    /// The figure as one `peer=… phase=… key=value` line, the format other implementations' runs
+    /// print, so results compare line by line.
     var peerLine: String {
         switch kind {
         case .throughput(let n, let bytes, let seconds):

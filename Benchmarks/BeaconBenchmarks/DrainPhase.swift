@@ -1,7 +1,7 @@
 import BeaconLog
 import Glibc
 
-/// Phase B of WORKLOAD.md: drain 200k events in batches of 50, checking each batch against the
+/// Phase B of the workload: drain 200k events in batches of 50, checking each batch against the
 /// payloads and acknowledging it durably, against the raw in-place-checkpoint drain.
 enum DrainPhase: BenchPhase {
     static let name = "B"

@@ -2,7 +2,7 @@ import Beacon
 import Foundation
 import Glibc
 
-/// End to end: `Beacon.track` of the WORKLOAD event with the default policies (durability 100
+/// End to end: `Beacon.track` of the workload's event with the default policies (durability 100
 /// records / 10 ms, 50 events per request, count trigger at 100 pending, 15 s interval) to the
 /// loopback collector in a child process, timed from the first `track` until the collector has
 /// accepted every event; the peak RSS of this process meanwhile. Beside it, `raw`: the URLSession

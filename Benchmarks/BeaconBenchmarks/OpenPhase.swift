@@ -1,7 +1,7 @@
 import BeaconLog
 
 /// Opening a log with a large backlog: ≥ 1 GiB pending (64 MiB under `--quick`). Opening must
-/// cost O(newest segment), not O(backlog) (DESIGN §3.8).
+/// cost O(newest segment), not O(backlog): a large backlog must not slow a restart.
 enum OpenPhase: BenchPhase {
     static let name = "open"
     static let summary = "time to open a log holding >= 1 GiB pending (open_ms)"

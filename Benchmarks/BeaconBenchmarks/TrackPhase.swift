@@ -2,7 +2,7 @@ import Beacon
 import Foundation
 import Glibc
 
-/// `track` end to end: the WORKLOAD event tracked through `Beacon.track` (validate, encode on the
+/// `track` end to end: the benchmark's `Purchase` event tracked through `Beacon.track` (validate, encode on the
 /// caller's thread, hand-off, one writer group-committing through BeaconLog under the default
 /// durability), timed until every event is durable (`beacon.sync()`), with 1 and 2 producer
 /// threads, with the process's CPU time per event; and the encode cost alone (`validate`, which
@@ -88,7 +88,7 @@ enum TrackPhase: BenchPhase {
     }
 
     /// The event bytes in the log (no framing, no newline), read after the timed region: the
-    /// "payload bytes" of MB/s in WORKLOAD.md.
+    /// "payload bytes" every MB/s figure counts.
     static func directoryBytes(_ directory: String) throws -> Int {
         var config = BeaconLog.Configuration(directory: directory)
         config.access = .readOnly

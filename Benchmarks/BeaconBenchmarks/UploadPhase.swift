@@ -2,7 +2,7 @@ import Beacon
 import Foundation
 import Glibc
 
-/// Upload: a full log (the WORKLOAD events) delivered by the `Uploader` through `HTTPTransport`
+/// Upload: a full log (the workload's events) delivered by the `Uploader` through `HTTPTransport`
 /// (URLSession) to a collector on 127.0.0.1 in a child process, for 50 and 500 events per request,
 /// with and without gzip; timed from the first read to the last acknowledgement (each batch's
 /// checkpoint made durable). Beside each, the baseline `raw`: a plain URLSession loop sending the

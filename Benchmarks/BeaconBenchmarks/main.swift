@@ -1,4 +1,4 @@
-// beacon-bench: the workload of ../shared/WORKLOAD.md through BeaconLog's public API, against a
+// beacon-bench: a fixed workload (append, drain, open, track, upload, end to end) through the public API, against a
 // raw baseline on the same file system, median of rounds. `swift run -c release beacon-bench`.
 import Foundation
 import Glibc
@@ -121,7 +121,7 @@ let build = "debug build: figures are not meaningful; use swift run -c release b
 let build = "release build"
 #endif
 let header = """
-    beacon-bench: WORKLOAD.md\(quick ? " (--quick: small N, a smoke run)" : ""), \(roundCount) round\(roundCount == 1 ? "" : "s"), median by events/s; \(build)
+    beacon-bench: the workload\(quick ? " (--quick: small N, a smoke run)" : ""), \(roundCount) round\(roundCount == 1 ? "" : "s"), median by events/s; \(build)
     data: \(directory) (removed afterwards: \(removeAfterwards ? "yes" : "no, only its contents"))
     machine: \(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(loadAtStart) at the start, \(loadAverage()) at the end
     beacon: BeaconLog public API, one append call per event, segments 8 MiB, fsync(2) per commit (FileHandle.synchronize),

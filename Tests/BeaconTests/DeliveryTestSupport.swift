@@ -20,7 +20,7 @@ struct DeliveryTempDir {
     }
 }
 
-/// The workload's event `i` (WORKLOAD.md), with `time` shifted by `timeBase`.
+/// The benchmark's `Purchase` event `i`, with `time` shifted by `timeBase`.
 func deliveryEvent(_ i: Int, timeBase: Int64 = 1_700_000_000_000, marker: String? = nil) -> [UInt8] {
     let item = marker ?? "book"
     return Array(#"{"distinct_id":"user-\#(i % 1000)","event":"Purchase","time":\#(timeBase + Int64(i)),"_track_id":\#(i),"properties":{"$lib":"Swift","$lib_version":"1.0.0","$os":"Linux","price":9.99,"item":"\#(item)","count":3,"vip":true}}"#.utf8)

@@ -6,7 +6,7 @@ import BeaconTesting
 
 @Suite("Delivery: rules and encodings")
 struct DeliveryUnitTests {
-    @Test("every status from 100 to 599 maps to the action of DESIGN §5", arguments: 100...599)
+    @Test("every status from 100 to 599 maps to the action of the README's status table", arguments: 100...599)
     func statusTable(status: Int) {
         let expected: AnswerAction
         if (200...299).contains(status) {

@@ -1,7 +1,6 @@
 import Foundation
 
-/// How events are delivered to a collector. Every property has a documented default taken from
-/// the seeds (DESIGN §5).
+/// How events are delivered to a collector. Every property has a documented default.
 ///
 /// ```swift
 /// var delivery = DeliveryConfiguration(url: URL(string: "https://collector.example.com/events")!)

@@ -366,8 +366,9 @@ extension BeaconLog {
     }
 
     /// Fsyncs the tail segment if it has unsynced bytes and marks them durable. An fsync error is
-    /// never retried on the same file (Linux may have dropped the dirty pages, DESIGN §3.9): the
-    /// unsynced records, still in memory, are rewritten into a fresh segment and that one is synced.
+    /// never retried on the same file (Linux may have dropped the dirty pages and marked them
+    /// clean, so a second fsync could succeed without writing them): the unsynced records, still
+    /// in memory, are rewritten into a fresh segment and that one is synced.
     /// If that fails too the log enters the failed state. Returns the new segment after a rewrite.
     @discardableResult
     func syncTail(io: inout WriterIO) throws -> UInt64? {

@@ -1,7 +1,7 @@
 import Foundation
 
 /// Loss counters that outlive the process, so that `beacon status` and a restarted service still
-/// report what was dropped, refused or skipped (DESIGN §3.6: nothing is lost without being counted).
+/// report what was dropped, refused or skipped (nothing is lost without being counted).
 ///
 /// The writer keeps `writer.counters` (dropped and refused records), the reader
 /// `reader.counters` (corrupt records passed over). They are small JSON files replaced atomically
