@@ -44,6 +44,41 @@ extension BeaconLog {
             s.checkpoint = position
         }
     }
+
+    /// The seq of the next unacknowledged record according to the checkpoint file (0 if none is readable).
+    func checkpointSeqOnDisk() -> UInt64 {
+        guard let file = try? fs.open(directory + "/" + Checkpoint.fileName, .read) else { return 0 }
+        defer { fs.close(file) }
+        var bytes = [UInt8](repeating: 0, count: Checkpoint.fileSize)
+        guard let n = try? bytes.withUnsafeMutableBytes({ try fs.read(file, into: $0, at: 0) }) else { return 0 }
+        return Checkpoint.decode(file: Array(bytes.prefix(n))).checkpoint?.position.seq ?? 0
+    }
+
+    /// The checkpoint of `directory` as ``verify(directory:)`` reports it: its position (where reading
+    /// resumes when it does not land on a record), and what is wrong with it added to `problems`.
+    static func verifyCheckpoint(directory: String, fs: any FileSystem, segments: [SegmentInfo], problems: inout [VerifyReport.Problem]) throws -> LogPosition? {
+        var checkpoint: LogPosition?
+        let cpPath = directory + "/" + Checkpoint.fileName
+        if let size = try fs.fileSize(cpPath) {
+            let file = try fs.open(cpPath, .read)
+            defer { fs.close(file) }
+            let bytes = try fs.readAll(file)
+            let decoded = Checkpoint.decode(file: bytes)
+            if let cp = decoded.checkpoint {
+                checkpoint = cp.position
+                if !segments.isEmpty {
+                    let (resolved, note) = try Recovery.resolve(cp.position, segments: segments, directory: directory, fs: fs)
+                    if let note {
+                        problems.append(.init(file: Checkpoint.fileName, offset: nil, reason: note))
+                        checkpoint = resolved
+                    }
+                }
+            } else {
+                problems.append(.init(file: Checkpoint.fileName, offset: nil, reason: "no valid slot in \(size) bytes; the reader will deliver again from the oldest segment"))
+            }
+        }
+        return checkpoint
+    }
 }
 
 extension Int {
