@@ -47,23 +47,16 @@ extension BeaconLog {
 
     /// The seq of the next unacknowledged record according to the checkpoint file (0 if none is readable).
     func checkpointSeqOnDisk() -> UInt64 {
-        guard let file = try? fs.open(directory + "/" + Checkpoint.fileName, .read) else { return 0 }
-        defer { fs.close(file) }
-        var bytes = [UInt8](repeating: 0, count: Checkpoint.fileSize)
-        guard let n = try? bytes.withUnsafeMutableBytes({ try fs.read(file, into: $0, at: 0) }) else { return 0 }
-        return Checkpoint.decode(file: Array(bytes.prefix(n))).checkpoint?.position.seq ?? 0
+        guard let bytes = try? Checkpoint.readFile(in: directory, fs: fs) else { return 0 }
+        return Checkpoint.decode(file: bytes).checkpoint?.position.seq ?? 0
     }
 
     /// The checkpoint of `directory` as ``verify(directory:)`` reports it: its position (where reading
     /// resumes when it does not land on a record), and what is wrong with it added to `problems`.
     static func verifyCheckpoint(directory: String, fs: any FileSystem, segments: [SegmentInfo], problems: inout [VerifyReport.Problem]) throws -> LogPosition? {
         var checkpoint: LogPosition?
-        let cpPath = directory + "/" + Checkpoint.fileName
-        if let size = try fs.fileSize(cpPath) {
-            let file = try fs.open(cpPath, .read)
-            defer { fs.close(file) }
-            let bytes = try fs.readAll(file)
-            let decoded = Checkpoint.decode(file: bytes)
+        if let size = try fs.fileSize(directory + "/" + Checkpoint.fileName) {
+            let decoded = Checkpoint.decode(file: try Checkpoint.readFile(in: directory, fs: fs))
             if let cp = decoded.checkpoint {
                 checkpoint = cp.position
                 if !segments.isEmpty {
@@ -78,6 +71,17 @@ extension BeaconLog {
             }
         }
         return checkpoint
+    }
+}
+
+extension Checkpoint {
+    /// The checkpoint file of `directory`: its first `fileSize` bytes, fewer if it is shorter.
+    static func readFile(in directory: String, fs: any FileSystem) throws -> [UInt8] {
+        let file = try fs.open(directory + "/" + fileName, .read)
+        defer { fs.close(file) }
+        var bytes = [UInt8](repeating: 0, count: fileSize)
+        let n = try bytes.withUnsafeMutableBytes { try fs.read(file, into: $0, at: 0) }
+        return Array(bytes.prefix(n))
     }
 }
 

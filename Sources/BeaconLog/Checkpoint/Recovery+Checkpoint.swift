@@ -19,14 +19,9 @@ extension Recovery {
     /// the log (`lastSeq` is the last record written); without one, reading starts at the oldest segment.
     static func loadCheckpoint(segments: [SegmentInfo], lastSeq: UInt64?, directory: String, fs: any FileSystem) throws -> LoadedCheckpoint {
         var loaded = LoadedCheckpoint(position: LogPosition(segment: segments.first?.number ?? 0, offset: 0, seq: 0))
-        let checkpointPath = directory + "/" + Checkpoint.fileName
-        if let size = try fs.fileSize(checkpointPath) {
+        if let size = try fs.fileSize(directory + "/" + Checkpoint.fileName) {
             loaded.existed = true
-            let file = try fs.open(checkpointPath, .read)
-            defer { fs.close(file) }
-            var bytes = [UInt8](repeating: 0, count: Checkpoint.fileSize)
-            let n = try bytes.withUnsafeMutableBytes { try fs.read(file, into: $0, at: 0) }
-            let slots = Checkpoint.slots(file: Array(bytes.prefix(n)))
+            let slots = Checkpoint.slots(file: try Checkpoint.readFile(in: directory, fs: fs))
             var notes: [String] = []
             for (k, slot) in slots.enumerated() where slot.checkpoint == nil && !slot.blank {
                 notes.append("checkpoint slot \(k) is damaged (a torn write or a damaged block)")
