@@ -184,6 +184,14 @@ enum Memory {
     }
     static var peakMiB: Double { field("VmHWM") }
     static var currentMiB: Double { field("VmRSS") }
+    /// The peak RSS while `body` runs, in MiB, sampled from /proc/self/statm every 2 ms by a
+    /// thread (resetting `VmHWM` through /proc/self/clear_refs does not work on every kernel).
+    static func peak<T>(during body: () throws -> T) rethrows -> (T, peakMiB: Double) {
+        let sampler = PeakSampler()
+        let value = try body()
+        return (value, sampler.stop())
+    }
+
     /// Resets the peak to the current RSS (writing 5 to /proc/self/clear_refs, Linux ≥ 4.0).
     static func resetPeak() {
         let fd = open("/proc/self/clear_refs", O_WRONLY)
@@ -267,5 +275,40 @@ struct Report {
         if count >= width { return right ? " " + text : text + " " }
         let space = String(repeating: " ", count: width - count)
         return right ? space + text : text + space
+    }
+}
+
+/// Samples this process's resident memory until stopped and keeps the highest value.
+final class PeakSampler: @unchecked Sendable {
+    private let lock = NSLock()
+    private var peakPages = 0
+    private var running = true
+    private let done = DispatchSemaphore(value: 0)
+
+    init() {
+        sample()
+        let thread = Thread { [self] in
+            while lock.withLock({ running }) {
+                sample()
+                usleep(2000)
+            }
+            done.signal()
+        }
+        thread.start()
+    }
+
+    private func sample() {
+        guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return }
+        let fields = text.split(separator: " ")
+        guard fields.count > 1, let pages = Int(fields[1]) else { return }
+        lock.withLock { peakPages = max(peakPages, pages) }
+    }
+
+    /// Stops sampling; the peak in MiB.
+    func stop() -> Double {
+        sample()
+        lock.withLock { running = false }
+        done.wait()
+        return lock.withLock { Double(peakPages * Int(sysconf(Int32(_SC_PAGESIZE)))) / 1_048_576 }
     }
 }

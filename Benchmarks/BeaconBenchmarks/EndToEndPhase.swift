@@ -20,9 +20,8 @@ enum EndToEndPhase: BenchPhase {
         config.lifecycleEvents = false
         config.maxBytes = 4 << 30
         let beacon = try Beacon(configuration: config)
-        Memory.resetPeak()
         let start = Memory.currentMiB
-        let seconds = try time {
+        let (seconds, peak) = try Memory.peak { try time {
             for i in 0..<n {
                 beacon.track("Purchase", properties: ["price": 9.99, "item": "book", "count": 3, "vip": true], distinctId: users[i % 1000])
             }
@@ -32,8 +31,7 @@ enum EndToEndPhase: BenchPhase {
             try collector.waitForEvents(n - 100)
             _ = blockOn { await beacon.flush() }
             try collector.waitForEvents(n)
-        }
-        let peak = Memory.peakMiB
+        } }
         let stats = blockOn { await beacon.deliveryStats }
         _ = blockOn { await beacon.shutdown(deadline: .seconds(5)) }
         guard let accepted = try collector.stats()?.events, accepted == n else {

@@ -11,7 +11,7 @@ import Glibc
 /// Collectors: Beacon's loopback collector (`beacon-bench --serve-collector loopback`, which also
 /// counts the events, checked, and the body bytes on the wire per event), then nginx answering
 /// `return 200` (modes `nginx_…`) when nginx is installed. Also the peak RSS of this process
-/// during each upload (`VmHWM`, reset before it; the benchmark's own payloads included).
+/// during each upload (sampled every 2 ms; the benchmark's own payloads included).
 enum UploadPhase: BenchPhase {
     static let name = "upload"
     static let summary = "full log -> collector process over HTTP, batch 50/500, plain/gzip, vs a URLSession loop; peak RSS"
@@ -54,13 +54,11 @@ enum UploadPhase: BenchPhase {
         config.flushInterval = nil
         let uploader = Uploader(log: log, configuration: config, diagnostics: { _ in })
         let before = try collector.stats()
-        Memory.resetPeak()
         let start = Memory.currentMiB
         var result: FlushResult?
-        let seconds = time {
-            result = blockOn { await uploader.flush() }
+        let (seconds, peak) = Memory.peak {
+            time { result = blockOn { await uploader.flush() } }
         }
-        let peak = Memory.peakMiB
         try log.close()
         let after = try collector.stats()
         guard let result, result.outcome.isComplete, result.sent == n else {
@@ -83,10 +81,8 @@ enum UploadPhase: BenchPhase {
         let n = payloads.events.count
         let bodies = URLSessionLoop.bodies(payloads.events, batch: batch, gzip: gzip)
         let before = try collector.stats()
-        Memory.resetPeak()
         let start = Memory.currentMiB
-        let seconds = try URLSessionLoop.run(bodies, to: collector.url, gzip: gzip)
-        let peak = Memory.peakMiB
+        let (seconds, peak) = try Memory.peak { try URLSessionLoop.run(bodies, to: collector.url, gzip: gzip) }
         if let before, let after = try collector.stats(), after.events - before.events != n {
             throw BenchFailure("upload \(mode), URLSession loop: the collector accepted \(after.events - before.events) of \(n) events")
         }

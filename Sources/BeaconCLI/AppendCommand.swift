@@ -293,8 +293,7 @@ struct LineAppender {
             } catch let error as BeaconLogError where error.code == .diskFull || error.code == .io {
                 if ContinuousClock.now + delay > deadline || Interruption.signal != 0 { throw error }
                 retried = error
-                let (seconds, attoseconds) = delay.components
-                usleep(UInt32(seconds * 1_000_000 + attoseconds / 1_000_000_000_000))
+                usleep(UInt32(clamping: delay.nanoseconds / 1000))
                 delay = min(delay * 2, .seconds(1))
             }
         }

@@ -122,7 +122,7 @@ struct SendCommand: Command {
 
     /// Sleeps up to `duration` in short steps, returning early on SIGINT/SIGTERM.
     static func pauseUnlessInterrupted(_ duration: Duration) {
-        var left = Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+        var left = duration.seconds
         while left > 0 && Interruption.signal == 0 {
             let step = min(left, 0.1)
             usleep(UInt32(step * 1_000_000))

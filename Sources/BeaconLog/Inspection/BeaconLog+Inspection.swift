@@ -83,26 +83,7 @@ extension BeaconLog {
                 problems.append(.init(file: name, offset: UInt64(end), reason: "\(what) at the end (\(newest ? "a torn write, or a write in progress; the next writer cuts it off" : "a torn write in a sealed segment"))"))
             }
         }
-        var checkpoint: LogPosition?
-        let cpPath = directory + "/" + Checkpoint.fileName
-        if let size = try fs.fileSize(cpPath) {
-            let file = try fs.open(cpPath, .read)
-            defer { fs.close(file) }
-            let bytes = try fs.readAll(file)
-            let decoded = Checkpoint.decode(file: bytes)
-            if let cp = decoded.checkpoint {
-                checkpoint = cp.position
-                if !segments.isEmpty {
-                    let (resolved, note) = try Recovery.resolve(cp.position, segments: segments, directory: directory, fs: fs)
-                    if let note {
-                        problems.append(.init(file: Checkpoint.fileName, offset: nil, reason: note))
-                        checkpoint = resolved
-                    }
-                }
-            } else {
-                problems.append(.init(file: Checkpoint.fileName, offset: nil, reason: "no valid slot in \(size) bytes; the reader will deliver again from the oldest segment"))
-            }
-        }
+        let checkpoint = try verifyCheckpoint(directory: directory, fs: fs, segments: segments, problems: &problems)
         return VerifyReport(problems: problems, records: records, segments: numbers.count, checkpoint: checkpoint)
     }
 

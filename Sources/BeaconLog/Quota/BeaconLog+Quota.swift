@@ -85,15 +85,6 @@ extension BeaconLog {
         }
     }
 
-    /// The seq of the next unacknowledged record according to the checkpoint file (0 if none is readable).
-    func checkpointSeqOnDisk() -> UInt64 {
-        guard let file = try? fs.open(directory + "/" + Checkpoint.fileName, .read) else { return 0 }
-        defer { fs.close(file) }
-        var bytes = [UInt8](repeating: 0, count: Checkpoint.fileSize)
-        guard let n = try? bytes.withUnsafeMutableBytes({ try fs.read(file, into: $0, at: 0) }) else { return 0 }
-        return Checkpoint.decode(file: Array(bytes.prefix(n))).checkpoint?.position.seq ?? 0
-    }
-
     /// The sequence number of the first valid record of a segment, reading only its first lines.
     func firstSeq(ofSegment number: UInt64) throws -> UInt64? {
         let file = try fs.open(path(ofSegment: number), .read)

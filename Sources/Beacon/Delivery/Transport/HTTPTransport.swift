@@ -62,9 +62,7 @@ public final class HTTPTransport: Transport {
         }
     }
 
-    static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-    }
+    static func seconds(_ duration: Duration) -> Double { duration.seconds }
 }
 
 /// One request's life: the continuation to resume (at most once, by the answer, the deadline or a

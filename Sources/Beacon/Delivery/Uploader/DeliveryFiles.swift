@@ -32,32 +32,13 @@ struct RejectedFile {
             bytes.append(contentsOf: #"{"status":"#.utf8)
             bytes.append(contentsOf: (entry.status.map(String.init) ?? "null").utf8)
             bytes.append(contentsOf: #","reason":"#.utf8)
-            appendJSONString(entry.reason, to: &bytes)
+            bytes.append(contentsOf: JSONBytes.quoted(entry.reason).utf8)
             bytes.append(contentsOf: #","seq":\#(entry.seq),"rejected_at":\#(nowMillis),"record":"#.utf8)
             bytes.append(contentsOf: entry.record)
             bytes.append(contentsOf: "}\n".utf8)
         }
         try fileSystem.appendDurably(path, bytes)
     }
-}
-
-/// Appends `text` as a JSON string literal, escaping quotes, backslashes and control characters.
-func appendJSONString(_ text: String, to bytes: inout [UInt8]) {
-    bytes.append(0x22)
-    for byte in text.utf8 {
-        switch byte {
-        case 0x22: bytes.append(contentsOf: [0x5C, 0x22])
-        case 0x5C: bytes.append(contentsOf: [0x5C, 0x5C])
-        case 0x0A: bytes.append(contentsOf: [0x5C, UInt8(ascii: "n")])
-        case 0x0D: bytes.append(contentsOf: [0x5C, UInt8(ascii: "r")])
-        case 0x09: bytes.append(contentsOf: [0x5C, UInt8(ascii: "t")])
-        case 0..<0x20:
-            let hex = Array("0123456789abcdef".utf8)
-            bytes.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 15)]])
-        default: bytes.append(byte)
-        }
-    }
-    bytes.append(0x22)
 }
 
 /// `delivery.inflight` in the log directory: the ranges of the requests not yet acknowledged, so

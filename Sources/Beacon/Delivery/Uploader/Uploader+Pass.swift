@@ -69,11 +69,7 @@ extension Uploader {
     func startAcknowledgement() {
         guard var pending = acknowledging, pending.task == nil else { return }
         let log = self.log, end = pending.end, queue = ackQueue
-        pending.task = Task.detached {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                queue.async { continuation.resume(with: Result { try log.acknowledge(through: end) }) }
-            }
-        }
+        pending.task = Task.detached { try await queue.run { try log.acknowledge(through: end) } }
         acknowledging = pending
     }
 
@@ -198,7 +194,7 @@ extension Uploader {
         let acknowledged = log.checkpoint.seq
         setAside = setAside.filter { $0 >= acknowledged }
         guard let maxAge = configuration.maxEventAge else { return sendable }
-        let cutoff = nowMillis - Int64(maxAge.components.seconds * 1000 + maxAge.components.attoseconds / 1_000_000_000_000_000)
+        let cutoff = nowMillis - maxAge.nanoseconds / 1_000_000
         var expired: [RejectedFile.Entry] = []
         sendable.removeAll { i in
             guard let t = EventTime.millis(in: batch.records[i]), t < cutoff else { return false }
@@ -220,9 +216,7 @@ extension Uploader {
     }
 
     func onIO<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            ioQueue.async { continuation.resume(with: Result { try body() }) }
-        }
+        try await ioQueue.run(body)
     }
 
     var nowMillis: Int64 { Int64((wallClock().timeIntervalSince1970 * 1000).rounded(.down)) }

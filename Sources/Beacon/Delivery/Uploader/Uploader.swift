@@ -49,9 +49,9 @@ public actor Uploader {
     let requests: RequestBuilder
     /// Pending events the log's quota deleted since the uploader started (see `reportingLosses`).
     let quotaDrops = QuotaDrops()
-    let ioQueue = DispatchQueue(label: "beacon.uploader.io")
+    let ioQueue = BlockingQueue(label: "beacon.uploader.io")
     /// Acknowledgements (checkpoint writes, fsync) run here, beside the reads and writes of `ioQueue`.
-    let ackQueue = DispatchQueue(label: "beacon.uploader.ack")
+    let ackQueue = BlockingQueue(label: "beacon.uploader.ack")
     nonisolated let trigger = Mutex(Trigger())
 
     struct Trigger {

@@ -1,0 +1,90 @@
+extension BeaconLog {
+    /// `position`, or the start of the next segment when `position` is the end of a sealed segment,
+    /// so that the checkpoint never names a segment that is deleted because it is wholly acknowledged.
+    func normalized(_ position: LogPosition) -> LogPosition {
+        state.withLock { s in
+            guard let i = s.segments.firstIndex(where: { $0.number == position.segment }),
+                  i + 1 < s.segments.count, position.offset >= s.segments[i].size else { return position }
+            // A newer segment exists, so this one is sealed: the writer never returns to it.
+            return LogPosition(segment: s.segments[i + 1].number, offset: 0, seq: position.seq)
+        }
+    }
+
+    /// Writes `position` into the next checkpoint slot and makes it durable, then publishes it.
+    /// `dropping` marks a move past records the quota deletes: they count as dropped, not acknowledged.
+    func writeCheckpoint(_ position: LogPosition, dropping: Bool = false, io: inout ReaderIO) throws {
+        let path = directory + "/" + Checkpoint.fileName
+        if io.checkpointFile == nil {
+            if !io.replaceCheckpointFile, try fs.fileSize(path) == Checkpoint.fileSize.asUInt64 {
+                io.checkpointFile = try fs.open(path, .readWrite)
+            } else {
+                // First checkpoint (or a damaged file): create it whole with tmp + fsync + rename + directory fsync.
+                var bytes = Checkpoint(generation: io.generation + 1, position: position).encodedSlot()
+                bytes.append(contentsOf: [UInt8](repeating: 0, count: Checkpoint.slotSize))
+                if (io.generation + 1) % 2 == 1 { bytes = Array(bytes[Checkpoint.slotSize...] + bytes[..<Checkpoint.slotSize]) }
+                try fs.replaceFile(path, with: bytes)
+                io.checkpointFile = try fs.open(path, .readWrite)
+                io.generation += 1
+                io.replaceCheckpointFile = false
+                publish(position, dropping: dropping)
+                return
+            }
+        }
+        let generation = io.generation + 1
+        let slot = Checkpoint(generation: generation, position: position).encodedSlot()
+        try slot.withUnsafeBytes { try fs.write(io.checkpointFile!, $0, at: UInt64(Int(generation % 2) * Checkpoint.slotSize)) }
+        try fs.syncData(io.checkpointFile!)
+        io.generation = generation
+        publish(position, dropping: dropping)
+    }
+
+    func publish(_ position: LogPosition, dropping: Bool) {
+        state.withLock { s in
+            if !dropping, position.seq > s.checkpoint.seq { s.stats.acknowledgedRecords += position.seq - s.checkpoint.seq }
+            s.checkpoint = position
+        }
+    }
+
+    /// The seq of the next unacknowledged record according to the checkpoint file (0 if none is readable).
+    func checkpointSeqOnDisk() -> UInt64 {
+        guard let bytes = try? Checkpoint.readFile(in: directory, fs: fs) else { return 0 }
+        return Checkpoint.decode(file: bytes).checkpoint?.position.seq ?? 0
+    }
+
+    /// The checkpoint of `directory` as ``verify(directory:)`` reports it: its position (where reading
+    /// resumes when it does not land on a record), and what is wrong with it added to `problems`.
+    static func verifyCheckpoint(directory: String, fs: any FileSystem, segments: [SegmentInfo], problems: inout [VerifyReport.Problem]) throws -> LogPosition? {
+        var checkpoint: LogPosition?
+        if let size = try fs.fileSize(directory + "/" + Checkpoint.fileName) {
+            let decoded = Checkpoint.decode(file: try Checkpoint.readFile(in: directory, fs: fs))
+            if let cp = decoded.checkpoint {
+                checkpoint = cp.position
+                if !segments.isEmpty {
+                    let (resolved, note) = try Recovery.resolve(cp.position, segments: segments, directory: directory, fs: fs)
+                    if let note {
+                        problems.append(.init(file: Checkpoint.fileName, offset: nil, reason: note))
+                        checkpoint = resolved
+                    }
+                }
+            } else {
+                problems.append(.init(file: Checkpoint.fileName, offset: nil, reason: "no valid slot in \(size) bytes; the reader will deliver again from the oldest segment"))
+            }
+        }
+        return checkpoint
+    }
+}
+
+extension Checkpoint {
+    /// The checkpoint file of `directory`: its first `fileSize` bytes, fewer if it is shorter.
+    static func readFile(in directory: String, fs: any FileSystem) throws -> [UInt8] {
+        let file = try fs.open(directory + "/" + fileName, .read)
+        defer { fs.close(file) }
+        var bytes = [UInt8](repeating: 0, count: fileSize)
+        let n = try bytes.withUnsafeMutableBytes { try fs.read(file, into: $0, at: 0) }
+        return Array(bytes.prefix(n))
+    }
+}
+
+extension Int {
+    var asUInt64: UInt64 { UInt64(self) }
+}

@@ -1,0 +1,88 @@
+extension BeaconLog {
+    /// Advances the checkpoint to `position` (normally `batch.end`) durably, then deletes segments
+    /// that are wholly acknowledged.
+    ///
+    /// Makes the acknowledged records durable first if they are not yet, so the checkpoint never
+    /// points past synced data. Acknowledging a position at or before the checkpoint does nothing.
+    /// The checkpoint is written in place (`pwrite`) into the slot of its generation and made
+    /// durable with `fdatasync`; segments are deleted only after that.
+    public func acknowledge(through position: LogPosition) throws {
+        guard canAcknowledge else {
+            throw BeaconLogError(.invalidArgument, "this log was opened without the reader lock (access \(config.access)); open it with .readWrite or .read to acknowledge", path: directory)
+        }
+        let (current, written, durable, newest, readEnd) = try state.withLock { s in
+            try checkUsable(s)
+            return (s.checkpoint, s.written, s.durable, s.segments.last?.number ?? s.written.segment, s.readEnd)
+        }
+        if position <= current {
+            // Records a quota drop deleted while they were in flight may still be acknowledged.
+            readerIO.withLock { _ in takeBackDelivered(through: position) }
+            return
+        }
+        if canWrite {
+            // A batch's end may already sit at offset 0 of a segment just created: compare by seq.
+            if position.seq > written.seq || position.segment > newest || (position.segment == written.segment && position.offset > written.offset) {
+                throw BeaconLogError(.invalidArgument, "cannot acknowledge \(position): the log ends at \(written); acknowledge a batch's end", path: directory)
+            }
+            if position > durable { try sync() }
+        } else {
+            // Another process writes, so only what was read is known to exist.
+            guard let readEnd, position.seq <= readEnd.seq, !(readEnd < position) else {
+                throw BeaconLogError(.invalidArgument, "cannot acknowledge \(position): this reader has read only up to \(readEnd.map { "\($0)" } ?? "nothing"); acknowledge a batch's end", path: directory)
+            }
+            // Make sure what we acknowledge is on disk (fsync works on a read-only descriptor).
+            for number in current.segment...position.segment {
+                guard let file = try? fs.open(path(ofSegment: number), .read) else { continue }
+                defer { fs.close(file) }
+                try fs.sync(file)
+            }
+        }
+        try readerIO.withLock { io in
+            takeBackDelivered(through: position)
+            if position <= state.withLock({ $0.checkpoint }) { return }
+            if !canWrite { try refreshSegments() }
+            try writeCheckpoint(normalized(position), io: &io)
+            try deleteAcknowledgedSegments(io: &io)
+        }
+    }
+
+    /// Moves the records before `position` that a quota drop deleted after they were read (see
+    /// `State.droppedButRead`) from `dropped` to acknowledged: they were delivered, so they are not
+    /// lost. Call with the reader lock held, so that no drop is half done.
+    func takeBackDelivered(through position: LogPosition) {
+        state.withLock { s in
+            guard let range = s.droppedButRead, position.seq > range.lowerBound else { return }
+            let upTo = min(position.seq, range.upperBound)
+            let delivered = upTo - range.lowerBound
+            let dropped = s.stats.dropped["quota", default: 0]
+            s.stats.dropped["quota"] = dropped - min(dropped, delivered)
+            s.stats.acknowledgedRecords += delivered
+            s.droppedButRead = upTo < range.upperBound ? upTo..<range.upperBound : nil
+            countersChanged(&s)
+        }
+    }
+
+    /// Deletes segments the checkpoint has passed (never the newest one), then fsyncs the directory.
+    func deleteAcknowledgedSegments(io: inout ReaderIO) throws {
+        if !canWrite { try refreshSegments() }
+        let doomed = state.withLock { s -> [UInt64] in
+            guard let newest = s.segments.last?.number else { return [] }
+            return s.segments.filter { seg in
+                // Only a writer knows the tail it appends to; a reader goes by the newest file.
+                seg.number != newest && (!canWrite || seg.number != s.tailSegment)
+                    && (seg.number < s.checkpoint.segment || (seg.number == s.checkpoint.segment && s.checkpoint.offset >= seg.size && s.written.segment > seg.number))
+            }.map(\.number)
+        }
+        guard !doomed.isEmpty else { return }
+        for number in doomed {
+            if io.readFile?.segment == number, let file = io.readFile?.file {
+                fs.close(file)
+                io.readFile = nil
+            }
+            if io.cache?.segment == number { io.cache = nil }
+        }
+        state.withLock { s in s.segments.removeAll { doomed.contains($0.number) } }
+        for number in doomed { try fs.remove(path(ofSegment: number)) }
+        try fs.syncDirectory(directory)
+    }
+}

@@ -1,0 +1,58 @@
+import Glibc
+
+extension BeaconLog {
+    /// How much is read ahead from a segment at once.
+    static let readAhead = 256 * 1024
+
+    /// The line starting at `position` (ending before `limit`), from the read-ahead cache, refilled
+    /// as needed. Nil if no complete line starts there yet.
+    func line(at position: LogPosition, limit: UInt64, io: inout ReaderIO) throws -> (ReadCache, Range<Int>)? {
+        if let cache = io.cache, cache.segment == position.segment, position.offset >= cache.start,
+           position.offset < cache.start + UInt64(cache.bytes.count) {
+            let from = Int(position.offset - cache.start)
+            let upTo = Int(min(UInt64(cache.bytes.count), limit - cache.start))
+            if let newline = Self.newline(in: cache.bytes, from: from, upTo: upTo) { return (cache, from..<newline) }
+            if cache.start + UInt64(cache.bytes.count) >= limit { return nil }
+        }
+        // Refill from `position`, growing until a whole line fits or the readable data ends.
+        var want = Self.readAhead
+        while true {
+            let count = Int(min(UInt64(want), limit - position.offset))
+            if count <= 0 { return nil }
+            if io.readFile?.segment != position.segment {
+                if let old = io.readFile { fs.close(old.file) }
+                io.readFile = nil
+                io.readFile = (position.segment, try fs.open(path(ofSegment: position.segment), .read))
+            }
+            let file = io.readFile!.file
+            var failure: (any Error)?
+            let bytes = [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+                var done = 0
+                do {
+                    while done < count {
+                        let n = try fs.read(file, into: UnsafeMutableRawBufferPointer(rebasing: UnsafeMutableRawBufferPointer(buffer)[done..<count]), at: position.offset + UInt64(done))
+                        if n == 0 { break }
+                        done += n
+                    }
+                } catch {
+                    failure = error
+                }
+                initialized = done
+            }
+            if let failure { throw failure }
+            let cache = ReadCache(segment: position.segment, start: position.offset, bytes: bytes)
+            io.cache = cache
+            if let newline = Self.newline(in: bytes, from: 0, upTo: bytes.count) { return (cache, 0..<newline) }
+            if bytes.count < count || position.offset + UInt64(count) >= limit { return nil }
+            want *= 4
+        }
+    }
+
+    static func newline(in bytes: [UInt8], from: Int, upTo: Int) -> Int? {
+        guard from < upTo else { return nil }
+        return bytes.withUnsafeBytes { raw -> Int? in
+            guard let hit = memchr(raw.baseAddress! + from, 0x0A, upTo - from) else { return nil }
+            return raw.baseAddress!.distance(to: UnsafeRawPointer(hit))
+        }
+    }
+}
