@@ -1,0 +1,32 @@
+import Foundation
+
+extension Uploader {
+    /// Builds and sends one request; the single place a request goes out. Returns the answer, the
+    /// body's size as sent and how long it took. Headers are never logged.
+    func send(records: [ArraySlice<UInt8>], seqs: [UInt64], retry: Int, timeout: Duration) async -> (Result<TransportResponse, TransportError>, bytes: Int, elapsed: Duration) {
+        if retry > 0 { counters.retries += 1 }
+        let sentAt = nowMillis
+        let request = requests.request(records: records, seqs: seqs, sentAt: sentAt, retry: retry, timeout: timeout)
+        let started = time.now()
+        let result: Result<TransportResponse, TransportError>
+        do {
+            result = .success(try await transport.send(request))
+        } catch let error as TransportError {
+            result = .failure(error)
+        } catch is CancellationError {
+            result = .failure(TransportError(.cancelled, "the request was cancelled"))
+        } catch {
+            result = .failure(TransportError(.network, "\(error)"))
+        }
+        let elapsed = time.now() - started
+        let receivedAt = nowMillis
+        if case .success(let response) = result {
+            counters.lastStatus = response.status
+            if let date = response.header("Date"), let seconds = HTTPDate.parse(date) {
+                let midpoint = sentAt + (receivedAt - sentAt) / 2
+                counters.clockSkew = .milliseconds(seconds * 1000 + 500 - midpoint)
+            }
+        }
+        return (result, request.body.count, elapsed)
+    }
+}
