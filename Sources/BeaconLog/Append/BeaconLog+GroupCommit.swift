@@ -47,7 +47,7 @@ extension BeaconLog {
     /// The interval half of group commit: a one-shot timer on a serial queue, armed by the first
     /// buffered record. Nothing runs while the log is idle.
     func scheduleFlush(after delay: Duration) {
-        let nanos = delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000
+        let nanos = delay.nanoseconds
         flushQueue.asyncAfter(deadline: .now() + .nanoseconds(Int(nanos))) { [self] in
             let closed = state.withLock { s -> Bool in
                 s.flushScheduled = false

@@ -1,6 +1,22 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
-enum HTTPDate {
+/// HTTP dates, both ways: the uploader parses `Date` and `Retry-After`; the loopback collector
+/// formats its `Date` header.
+package enum HTTPDate {
+    /// IMF-fixdate, for example `Sun, 06 Nov 1994 08:49:37 GMT`.
+    package static func format(_ date: Date) -> String {
+        var seconds = time_t(date.timeIntervalSince1970.rounded(.down))
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        func two(_ n: Int32) -> String { n < 10 ? "0\(n)" : "\(n)" }
+        return "\(days[Int(parts.tm_wday)]), \(two(parts.tm_mday)) \(months[Int(parts.tm_mon)]) \(parts.tm_year + 1900) \(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) GMT"
+    }
+
     /// Parses an HTTP date: IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), RFC 850
     /// (`Sunday, 06-Nov-94 08:49:37 GMT`) or asctime (`Sun Nov  6 08:49:37 1994`). Seconds since 1970.
     static func parse(_ text: String) -> Int64? {
