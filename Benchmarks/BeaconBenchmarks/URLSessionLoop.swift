@@ -25,13 +25,7 @@ enum URLSessionLoop {
     /// POSTs `bodies` to `url` one after the other; returns the seconds taken. Throws on any
     /// answer other than 2xx.
     static func run(_ bodies: [Data], to url: URL, gzip: Bool) throws -> Double {
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.httpCookieStorage = nil
-        configuration.urlCache = nil
-        configuration.httpShouldSetCookies = false
-        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
-        configuration.httpMaximumConnectionsPerHost = 1
-        let session = URLSession(configuration: configuration)
+        let session = URLSession(configuration: HTTPTransport.sessionConfiguration())
         defer { session.finishTasksAndInvalidate() }
         let answered = DispatchSemaphore(value: 0)
         let outcome = ResultBox<String>()

@@ -24,13 +24,19 @@ public final class HTTPTransport: Transport {
 
     /// A transport with its own ephemeral `URLSession` (no cookies, no cache).
     public init() {
+        self.session = URLSession(configuration: Self.sessionConfiguration())
+    }
+
+    /// The session settings: ephemeral, no cookies, no cache, one connection per host. The
+    /// benchmark's plain URLSession loop uses the same, so that it measures the same client.
+    package static func sessionConfiguration() -> URLSessionConfiguration {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.httpCookieStorage = nil
         configuration.urlCache = nil
         configuration.httpShouldSetCookies = false
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
         configuration.httpMaximumConnectionsPerHost = 1
-        self.session = URLSession(configuration: configuration)
+        return configuration
     }
 
     deinit {
