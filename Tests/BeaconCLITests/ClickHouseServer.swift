@@ -116,6 +116,14 @@ final class ClickHouseServer: @unchecked Sendable {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, "\(root)/stdout.log", O_WRONLY | O_CREAT | O_APPEND, 0o600)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        // Nothing else of the test process: an inherited pipe end held open by the server would
+        // keep a child's output (or a tool's stdin) from ever reaching its end.
+        // (glibc 2.34+'s posix_spawn_file_actions_addclosefrom_np, which Swift's Glibc module
+        // does not import: looked up by name.)
+        if let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np") {
+            typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+            _ = unsafeBitCast(symbol, to: CloseFrom.self)(&actions, 3)
+        }
         let arguments = [executable.path] + executable.arguments + ["--config-file=\(root)/config.xml"]
         var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
