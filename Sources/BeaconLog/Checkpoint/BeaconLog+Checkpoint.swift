@@ -15,7 +15,7 @@ extension BeaconLog {
     func writeCheckpoint(_ position: LogPosition, dropping: Bool = false, io: inout ReaderIO) throws {
         let path = directory + "/" + Checkpoint.fileName
         if io.checkpointFile == nil {
-            if !io.replaceCheckpointFile, try fs.fileSize(path) == Checkpoint.fileSize.asUInt64 {
+            if !io.replaceCheckpointFile, try fs.fileSize(path) == UInt64(Checkpoint.fileSize) {
                 io.checkpointFile = try fs.open(path, .readWrite)
             } else {
                 // First checkpoint (or a damaged file): create it whole with tmp + fsync + rename + directory fsync.
@@ -83,8 +83,4 @@ extension Checkpoint {
         let n = try bytes.withUnsafeMutableBytes { try fs.read(file, into: $0, at: 0) }
         return Array(bytes.prefix(n))
     }
-}
-
-extension Int {
-    var asUInt64: UInt64 { UInt64(self) }
 }
