@@ -33,6 +33,7 @@ enum SoakPhase: BenchPhase {
         progress("soak: \(grouped(Double(options.rate))) events/s for \(format(options.seconds, 0)) s (warm-up \(format(options.warmup, 0)) s), then a backlog of \(grouped(Double(options.backlog))); RSS \(format(startMiB, 1)) MiB")
         var figures = try steady(beacon, collector, options)
         figures += try backlog(beacon, collector, options)
+        figures += try raw(collector, requests: options.rawRequests)
         return figures
     }
 
@@ -43,6 +44,7 @@ enum SoakPhase: BenchPhase {
         var trace = MemoryTrace()
         let peakSampler = PeakSampler()
         let cpuBefore = TrackPhase.processCPUSeconds()
+        let requestsBefore = blockOn { await beacon.deliveryStats }.sentRequests
         let start = now()
         var tracked = 0
         var nextSample = 0.0
@@ -71,7 +73,9 @@ enum SoakPhase: BenchPhase {
         let peak = peakSampler.stop()
         let cpu = TrackPhase.processCPUSeconds() - cpuBefore
         let deliveredAtEnd = try collector.stats()?.events ?? 0
-        let pendingAtEnd = blockOn { await beacon.deliveryStats }.pendingEvents
+        let statsAtEnd = blockOn { await beacon.deliveryStats }
+        let pendingAtEnd = statsAtEnd.pendingEvents
+        let requestsPerSecond = Double(statsAtEnd.sentRequests - requestsBefore) / seconds
         let expected = try drain(beacon, collector, timeout: 600)
         let warm = trace.samples.filter { $0.t >= options.warmup }
         guard let atWarmup = warm.first, let atEnd = trace.samples.last else {
@@ -94,6 +98,7 @@ enum SoakPhase: BenchPhase {
             .value("beacon", "soak", "steady_rss_end_mib", atEnd.rssMiB, fields: [("at_s", format(atEnd.t, 0)), ("min_after_warmup", format(rssRange.0, 1)), ("max_after_warmup", format(rssRange.1, 1))]),
             .value("beacon", "soak", "steady_rss_slope_mib_per_min", rssSlope, fields: window),
             .value("beacon", "soak", "steady_heap_slope_mib_per_min", heapSlope, fields: window + [("heap_after_warmup_mib", format(atWarmup.heapMiB, 1)), ("heap_end_mib", format(atEnd.heapMiB, 1))]),
+            .value("beacon", "soak", "steady_heap_growth_bytes_per_request", heapSlope * 1_048_576 / 60 / requestsPerSecond, fields: [("requests_per_s", format(requestsPerSecond, 1))]),
         ]
     }
 
@@ -135,6 +140,30 @@ enum SoakPhase: BenchPhase {
         ]
     }
 
+    // MARK: Raw
+
+    /// The same growth measured without Beacon: `requests` POSTs of 50 workload events by a plain
+    /// URLSession loop (one in flight, the transport's session settings) to the same collector,
+    /// and the malloc heap's growth per request. Equal to Beacon's per-request growth, the
+    /// growth is the HTTP client's.
+    static func raw(_ collector: BenchCollector, requests: Int) throws -> [Figure] {
+        guard requests > 0 else { return [] }
+        let body = URLSessionLoop.bodies(Payloads(count: 50).events, batch: 50, gzip: false)[0]
+        // A short run first, so that the session's one-time allocations are not counted.
+        _ = try URLSessionLoop.run(Array(repeating: body, count: 100), to: collector.url, gzip: false)
+        let before = MemoryTrace.now()
+        let seconds = try URLSessionLoop.run(Array(repeating: body, count: requests), to: collector.url, gzip: false)
+        let after = MemoryTrace.now()
+        let perRequest = (after.heapMiB - before.heapMiB) * 1_048_576 / Double(requests)
+        progress("soak raw: \(grouped(Double(requests))) URLSession requests in \(format(seconds, 1)) s; heap \(format(before.heapMiB, 1)) -> \(format(after.heapMiB, 1)) MiB, \(format(perRequest, 0)) B/request")
+        return [
+            .value("raw", "soak", "raw_heap_growth_bytes_per_request", perRequest, fields: [
+                ("requests", String(requests)), ("heap_before_mib", format(before.heapMiB, 1)), ("heap_after_mib", format(after.heapMiB, 1)),
+                ("rss_before_mib", format(before.rssMiB, 1)), ("rss_after_mib", format(after.rssMiB, 1)),
+            ]),
+        ]
+    }
+
     /// Waits until the collector holds every event the tracker accepted (its drops excepted),
     /// flushing the tail below the count trigger as an application would; the collector's count.
     static func drain(_ beacon: Beacon, _ collector: BenchCollector, timeout: Double) throws -> Int {
@@ -156,7 +185,8 @@ enum SoakPhase: BenchPhase {
 }
 
 /// The soak's settings: `--soak-seconds`, `--soak-rate`, `--soak-backlog` (nil: the default, or
-/// the smoke size under `--quick`: 8 s at 5,000 events/s and a 20,000-event backlog).
+/// the smoke size under `--quick`: 8 s at 5,000 events/s and a 20,000-event backlog), and the
+/// requests of the URLSession loop that follows (20,000; 1,000 under `--quick`).
 struct SoakOptions {
     var seconds: Double?
     var rate: Int?
@@ -166,12 +196,13 @@ struct SoakOptions {
         var seconds: Double
         var rate: Int
         var backlog: Int
+        var rawRequests: Int
         /// Samples before this many seconds are the warm-up: 30 s, or a third of a shorter run.
         var warmup: Double { min(30, seconds / 3) }
     }
 
     func resolved(quick: Bool) -> Resolved {
-        Resolved(seconds: seconds ?? (quick ? 8 : 180), rate: rate ?? (quick ? 5000 : 20_000), backlog: backlog ?? (quick ? 20_000 : 500_000))
+        Resolved(seconds: seconds ?? (quick ? 8 : 180), rate: rate ?? (quick ? 5000 : 20_000), backlog: backlog ?? (quick ? 20_000 : 500_000), rawRequests: quick ? 1000 : 20_000)
     }
 }
 
