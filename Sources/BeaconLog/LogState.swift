@@ -70,7 +70,7 @@ struct WriterIO: Sendable {
     var unsynced: [Chunk] = []
 }
 
-/// The reader's side: the checkpoint file and a read-ahead cache. Behind `BeaconLog.readerIO`.
+/// The reader's side: the checkpoint file, the open segments and a read-ahead cache. Behind `BeaconLog.readerIO`.
 struct ReaderIO: Sendable {
     var generation: UInt64
     /// Write the next checkpoint as a whole new file (a slot was damaged), not in place.

@@ -171,4 +171,42 @@ import FaultInjection
             try writer.close()
         }
     }
+
+    /// The segments the reader listed may be gone when it gets to them (the writer dropped them
+    /// under its quota): it lists the directory again and goes on from the oldest segment left,
+    /// after finishing the segment it had open (its records are still readable there).
+    @Test func aListedSegmentDroppedBeforeItIsReadIsPassedOver() throws {
+        try withTemporaryDirectory { dir in
+            let writer = try BeaconLog(configuration: writerConfig(dir, maxBytes: 16 << 10))
+            var appended = 0
+            func append(_ count: Int) throws {
+                for _ in 0..<count {
+                    _ = try writer.append(numbered(appended, pad: 30))
+                    appended += 1
+                }
+                try writer.commit(sync: false)
+            }
+            try append(150)
+            #expect(try segmentNumbers(dir).count >= 3)
+            let fs = FaultyFileSystem()
+            let reader = try BeaconLog(configuration: readerConfig(dir, fs))
+            var batch = try reader.read(maxRecords: 10)
+            var seqs = batch.seqs
+            try reader.acknowledge(through: batch.end)
+            let first = try rawLines(segmentPath(dir, 0)).compactMap(\.seq)
+            try append(400)
+            let left = try segmentNumbers(dir)
+            #expect(!left.contains(1), "the writer should have dropped the segments the reader listed")
+            let oldestLeft = try #require(try rawLines(segmentPath(dir, left[0])).first?.seq)
+            repeat {
+                batch = try reader.read(maxRecords: 25)
+                seqs += batch.seqs
+                if !batch.isEmpty { try reader.acknowledge(through: batch.end) }
+            } while !batch.isEmpty
+            #expect(seqs == first + Array(oldestLeft..<UInt64(appended)))
+            #expect(try segmentNumbers(dir).count == 1)
+            try reader.close()
+            try writer.close()
+        }
+    }
 }
