@@ -22,6 +22,8 @@ final class BenchContext {
     var round = 1
     /// What a phase prepared in an earlier round and reuses (for example a backlog's directory).
     var prepared: [String: String] = [:]
+    /// `--soak-seconds`, `--soak-rate`, `--soak-backlog`.
+    var soak = SoakOptions()
     private var payloadCache: [Int: Payloads] = [:]
 
     init(quick: Bool, directory: String) {

@@ -15,12 +15,21 @@ var benchPhases: [any BenchPhase.Type] {
     ]
 }
 
+/// Phases run only when named with `--phase` (long runs: never in the default set nor in `--quick`).
+var namedOnlyPhases: [any BenchPhase.Type] { [SoakPhase.self] }
+
 let usage = """
     usage: beacon-bench [--quick] [--phase NAME]... [--rounds N] [--dir PATH]
+                        [--soak-seconds S] [--soak-rate N] [--soak-backlog N]
       --quick       small N for a smoke run (seconds; CI runs it)
       --phase NAME  run only this phase (repeatable); phases:
-    \(benchPhases.map { "                  \($0.name): \($0.summary)" }.joined(separator: "\n"))
-      --rounds N    rounds; each figure is the median (default 3, 1 with --quick)
+    \((benchPhases + namedOnlyPhases).map { "                  \($0.name): \($0.summary)" }.joined(separator: "\n"))
+      --rounds N    rounds; each figure is the median (default 3, 1 with --quick or when only
+                    named-only phases run)
+      --soak-seconds S  soak: how long the tracker tracks at the steady rate (default 180; 8 with --quick)
+      --soak-rate N     soak: events tracked per second, paced (default 20000; 5000 with --quick)
+      --soak-backlog N  soak: events of the backlog tracked afterwards as fast as possible and
+                        drained (default 500000; 20000 with --quick; 0 skips it)
       --dir PATH    where the data goes (default: a new .beacon-bench-XXXXXX in the working
                     directory, on its file system, removed afterwards)
     """
@@ -39,6 +48,7 @@ var quick = false
 var phaseNames: [String] = []
 var rounds: Int?
 var dirArgument: String?
+var soakOptions = SoakOptions()
 var arguments = Array(CommandLine.arguments.dropFirst())[...]
 while let argument = arguments.popFirst() {
     var name = argument
@@ -60,17 +70,31 @@ while let argument = arguments.popFirst() {
         guard let n = Int(text), n >= 1, n <= 100 else { fail("--rounds must be 1...100, not '\(text)'") }
         rounds = n
     case "--dir": dirArgument = value()
+    case "--soak-seconds":
+        let text = value()
+        guard let seconds = Double(text), seconds >= 1, seconds <= 86_400 else { fail("--soak-seconds must be 1...86400, not '\(text)'") }
+        soakOptions.seconds = seconds
+    case "--soak-rate":
+        let text = value()
+        guard let n = Int(text), n >= 1, n <= 10_000_000 else { fail("--soak-rate must be 1...10000000 events/s, not '\(text)'") }
+        soakOptions.rate = n
+    case "--soak-backlog":
+        let text = value()
+        guard let n = Int(text), n >= 0, n <= 100_000_000 else { fail("--soak-backlog must be 0...100000000 events, not '\(text)'") }
+        soakOptions.backlog = n
     case "--help", "-h":
         print(usage)
         exit(0)
     default: fail("unknown argument \(argument)\n\(usage)")
     }
 }
-for name in phaseNames where !benchPhases.contains(where: { $0.name == name }) {
-    fail("unknown phase '\(name)'; phases: \(benchPhases.map { $0.name }.joined(separator: ", "))")
+let allPhases = benchPhases + namedOnlyPhases
+for name in phaseNames where !allPhases.contains(where: { $0.name == name }) {
+    fail("unknown phase '\(name)'; phases: \(allPhases.map { $0.name }.joined(separator: ", "))")
 }
-let selected = benchPhases.filter { phaseNames.isEmpty || phaseNames.contains($0.name) }
-let roundCount = rounds ?? (quick ? 1 : 3)
+let selected = phaseNames.isEmpty ? benchPhases : allPhases.filter { phaseNames.contains($0.name) }
+let onlyNamedOnly = selected.allSatisfy { phase in namedOnlyPhases.contains { $0.name == phase.name } }
+let roundCount = rounds ?? (quick || onlyNamedOnly ? 1 : 3)
 
 // The data directory: on the working directory's file system unless --dir says otherwise.
 let directory: String
@@ -91,6 +115,7 @@ func loadAverage() -> String {
 }
 let loadAtStart = loadAverage()
 let context = BenchContext(quick: quick, directory: directory)
+context.soak = soakOptions
 var report = Report()
 var ok = true
 do {

@@ -210,6 +210,8 @@ public final class BeaconLog: Sendable {
             io.checkpointFile = nil
             if let file = io.readFile { fs.close(file.file) }
             io.readFile = nil
+            for kept in io.keptForSync { fs.close(kept.file) }
+            io.keptForSync = []
             io.cache = nil
         }
         locks.withLock { held in

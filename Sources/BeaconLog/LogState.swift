@@ -70,14 +70,32 @@ struct WriterIO: Sendable {
     var unsynced: [Chunk] = []
 }
 
-/// The reader's side: the checkpoint file and a read-ahead cache. Behind `BeaconLog.readerIO`.
+/// The reader's side: the checkpoint file, the open segments and a read-ahead cache. Behind `BeaconLog.readerIO`.
 struct ReaderIO: Sendable {
     var generation: UInt64
     /// Write the next checkpoint as a whole new file (a slot was damaged), not in place.
     var replaceCheckpointFile = false
     var checkpointFile: LogFile?
-    var readFile: (segment: UInt64, file: LogFile)?
+    /// The segment being read.
+    var readFile: SegmentFile?
+    /// Segments a `.read` instance read records from and moved off, kept open so that the next
+    /// acknowledgement can fsync them without opening them again (at most `keptForSyncLimit`).
+    var keptForSync: [SegmentFile] = []
+    /// How far this `.read` instance has fsynced what it read: the next acknowledgement syncs only
+    /// the segments from here to its position. Nil: nothing yet (the checkpoint is the start).
+    var syncedThrough: LogPosition?
+    /// A segment listed in `State.segments` was gone when opened (another process deleted it):
+    /// list the directory again before trusting that list to find the next segment.
+    var segmentsStale = false
     var cache: ReadCache?
+}
+
+/// An open segment file of the reader.
+struct SegmentFile: Sendable {
+    var segment: UInt64
+    var file: LogFile
+    /// The file's size when last looked at (another process appends to it), nil before.
+    var size: UInt64?
 }
 
 /// Bytes of one segment starting at `start`, read ahead. Batches slice into `bytes` without copying.

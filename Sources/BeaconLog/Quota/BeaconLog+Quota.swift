@@ -38,11 +38,7 @@ extension BeaconLog {
                 if canAcknowledge, state.withLock({ $0.checkpoint.segment <= oldest.number }) {
                     try writeCheckpoint(LogPosition(segment: nextStart.segment, offset: 0, seq: firstSeqOfNext), dropping: true, io: &rio)
                 }
-                if rio.readFile?.segment == oldest.number, let file = rio.readFile?.file {
-                    fs.close(file)
-                    rio.readFile = nil
-                }
-                if rio.cache?.segment == oldest.number { rio.cache = nil }
+                closeReader(ofSegment: oldest.number, io: &rio)
                 // Forget it before unlinking, so a reader never looks for a file that is gone.
                 state.withLock { s in
                     s.segments.removeAll { $0.number == oldest.number }

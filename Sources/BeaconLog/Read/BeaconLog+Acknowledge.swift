@@ -1,3 +1,5 @@
+import Glibc
+
 extension BeaconLog {
     /// Advances the checkpoint to `position` (normally `batch.end`) durably, then deletes segments
     /// that are wholly acknowledged.
@@ -30,17 +32,11 @@ extension BeaconLog {
             guard let readEnd, position.seq <= readEnd.seq, !(readEnd < position) else {
                 throw BeaconLogError(.invalidArgument, "cannot acknowledge \(position): this reader has read only up to \(readEnd.map { "\($0)" } ?? "nothing"); acknowledge a batch's end", path: directory)
             }
-            // Make sure what we acknowledge is on disk (fsync works on a read-only descriptor).
-            for number in current.segment...position.segment {
-                guard let file = try? fs.open(path(ofSegment: number), .read) else { continue }
-                defer { fs.close(file) }
-                try fs.sync(file)
-            }
         }
         try readerIO.withLock { io in
+            if !canWrite { try syncRead(through: position, acknowledged: current, io: &io) }
             takeBackDelivered(through: position)
             if position <= state.withLock({ $0.checkpoint }) { return }
-            if !canWrite { try refreshSegments() }
             try writeCheckpoint(normalized(position), io: &io)
             try deleteAcknowledgedSegments(io: &io)
         }
@@ -62,10 +58,40 @@ extension BeaconLog {
         }
     }
 
-    /// Deletes segments the checkpoint has passed (never the newest one), then fsyncs the directory.
-    func deleteAcknowledgedSegments(io: inout ReaderIO) throws {
-        if !canWrite { try refreshSegments() }
-        let doomed = state.withLock { s -> [UInt64] in
+    /// Makes what a `.read` instance acknowledges durable: another process appends, maybe without
+    /// fsyncing (durability `.none`), so the reader fsyncs (which works on a read-only descriptor)
+    /// each segment holding records read since its last fsync, through `position`: usually the one
+    /// it reads, through the descriptor it reads with.
+    func syncRead(through position: LogPosition, acknowledged: LogPosition, io: inout ReaderIO) throws {
+        let from = max(io.syncedThrough ?? acknowledged, acknowledged)
+        guard from < position else { return }
+        let listed = state.withLock { s in s.segments.map(\.number) }
+        let open = [io.readFile].compactMap { $0 } + io.keptForSync
+        let numbers = Set(listed + open.map(\.segment)).filter { (from.segment...position.segment).contains($0) }
+        for number in numbers.sorted() {
+            if let file = open.first(where: { $0.segment == number })?.file {
+                try fs.sync(file)
+                continue
+            }
+            // Not kept open (reading left more segments than are kept): open it again.
+            let file: LogFile
+            do {
+                file = try fs.open(path(ofSegment: number), .read)
+            } catch let error as BeaconLogError where error.errno == ENOENT {
+                continue  // a quota drop deleted it: nothing there to make durable
+            }
+            defer { fs.close(file) }
+            try fs.sync(file)
+        }
+        io.syncedThrough = position
+        // Everything read from the segments before the position's is durable now.
+        for kept in io.keptForSync where kept.segment < position.segment { fs.close(kept.file) }
+        io.keptForSync.removeAll { $0.segment < position.segment }
+    }
+
+    /// The segments the checkpoint has passed, never the newest one, going by `State.segments`.
+    func acknowledgedSegments() -> [UInt64] {
+        state.withLock { s -> [UInt64] in
             guard let newest = s.segments.last?.number else { return [] }
             return s.segments.filter { seg in
                 // Only a writer knows the tail it appends to; a reader goes by the newest file.
@@ -73,14 +99,21 @@ extension BeaconLog {
                     && (seg.number < s.checkpoint.segment || (seg.number == s.checkpoint.segment && s.checkpoint.offset >= seg.size && s.written.segment > seg.number))
             }.map(\.number)
         }
-        guard !doomed.isEmpty else { return }
-        for number in doomed {
-            if io.readFile?.segment == number, let file = io.readFile?.file {
-                fs.close(file)
-                io.readFile = nil
-            }
-            if io.cache?.segment == number { io.cache = nil }
+    }
+
+    /// Deletes segments the checkpoint has passed (never the newest one), then fsyncs the directory.
+    func deleteAcknowledgedSegments(io: inout ReaderIO) throws {
+        if !canWrite {
+            // Another process writes: the segments listed last may be out of date (it may have
+            // deleted some under its quota, or added newer ones), but segments the checkpoint has
+            // passed were listed before reading reached it. List the directory only when one of
+            // them can be deleted, to delete what is really there.
+            guard !acknowledgedSegments().isEmpty else { return }
+            try refreshSegments(io: &io)
         }
+        let doomed = acknowledgedSegments()
+        guard !doomed.isEmpty else { return }
+        for number in doomed { closeReader(ofSegment: number, io: &io) }
         state.withLock { s in s.segments.removeAll { doomed.contains($0.number) } }
         for number in doomed { try fs.remove(path(ofSegment: number)) }
         try fs.syncDirectory(directory)

@@ -37,19 +37,21 @@ extension BeaconLog {
                 lastInSegment = nil
             }
             while records.count < maxRecords && (records.isEmpty || bytes < maxBytes) {
-                guard let limit = try readableLimit(ofSegment: pos.segment, io: &io), pos.offset < limit else {
-                    guard let next = try segment(after: pos.segment) else { break }
+                guard let limit = try readableLimit(ofSegment: pos.segment, beyond: pos.offset, io: &io), pos.offset < limit else {
+                    guard let next = try segment(after: pos.segment, io: &io) else { break }
                     // A writer completes a segment before it creates the next one: look at its size
                     // again, it may have grown since we looked (records not to be passed over).
-                    if let again = try readableLimit(ofSegment: pos.segment, io: &io), pos.offset < again { continue }
+                    if let again = try readableLimit(ofSegment: pos.segment, beyond: pos.offset, io: &io), pos.offset < again { continue }
                     moveOn(to: next)
                     continue
                 }
                 guard let (cache, line) = try line(at: pos, limit: limit, io: &io) else {
                     // An incomplete last line: a write in progress in the newest segment, or a torn
-                    // tail in a sealed one, whose remaining bytes are then passed over.
-                    guard let next = try segment(after: pos.segment) else { break }
-                    if let again = try readableLimit(ofSegment: pos.segment, io: &io), again > limit { continue }
+                    // tail in a sealed one, whose remaining bytes are then passed over. The rest of
+                    // the line may have been written since the size was last looked at.
+                    if let grown = try readableLimit(ofSegment: pos.segment, beyond: limit, io: &io), grown > limit { continue }
+                    guard let next = try segment(after: pos.segment, io: &io) else { break }
+                    if let again = try readableLimit(ofSegment: pos.segment, beyond: limit, io: &io), again > limit { continue }
                     skipped += countCorrupt(at: pos, reason: "tornTail")
                     moveOn(to: next)
                     continue
@@ -106,36 +108,103 @@ extension BeaconLog {
 
     /// How far segment `number` may be read: what the writer in this process has written, or the
     /// file's size when another process writes. Nil if the segment does not exist.
-    func readableLimit(ofSegment number: UInt64, io: inout ReaderIO) throws -> UInt64? {
+    ///
+    /// Another process's writer only appends to a segment, so a size once seen stays readable:
+    /// the file is looked at again (`fstat`) only when reading has reached `offset` and `offset`
+    /// is at or past that size. (A writer that reopens the log may cut a torn tail off the newest
+    /// segment; reading there finds an incomplete line, as it would have a moment before the cut.)
+    func readableLimit(ofSegment number: UInt64, beyond offset: UInt64, io: inout ReaderIO) throws -> UInt64? {
         if canWrite {
             return state.withLock { s in s.segments.first { $0.number == number }?.size }
         }
-        if io.readFile?.segment != number {
-            if let old = io.readFile { fs.close(old.file) }
-            io.readFile = nil
+        guard let file = try readingFile(number, io: &io) else { return nil }
+        if let seen = io.readFile?.size, seen > offset { return seen }
+        let size = try fs.size(file)
+        io.readFile?.size = size
+        state.withLock { s in
+            if let i = s.segments.firstIndex(where: { $0.number == number }), s.segments[i].size < size { s.segments[i].size = size }
+        }
+        return size
+    }
+
+    /// Makes segment `number` the one being read and returns its descriptor: the one already
+    /// open, one kept for an acknowledgement's fsync, or a new one. Nil if the file is gone (then
+    /// the segment list is listed again before it is trusted).
+    func readingFile(_ number: UInt64, io: inout ReaderIO) throws -> LogFile? {
+        if let current = io.readFile, current.segment == number { return current.file }
+        if let previous = io.readFile { leave(previous, io: &io) }
+        io.readFile = nil
+        if let kept = io.keptForSync.firstIndex(where: { $0.segment == number }) {
+            io.readFile = io.keptForSync.remove(at: kept)
+        } else {
             do {
-                io.readFile = (number, try fs.open(path(ofSegment: number), .read))
+                io.readFile = SegmentFile(segment: number, file: try fs.open(path(ofSegment: number), .read))
             } catch let error as BeaconLogError where error.errno == ENOENT {
+                io.segmentsStale = true
                 return nil
             }
         }
-        return try fs.size(io.readFile!.file)
+        return io.readFile?.file
+    }
+
+    /// How many descriptors of segments read but not yet fsynced a `.read` instance keeps open;
+    /// beyond that the oldest is closed, and the acknowledgement opens it again to fsync it.
+    static let keptForSyncLimit = 4
+
+    /// Closes the descriptor of a segment that reading moves off, or, for a `.read` instance, keeps
+    /// it for the next acknowledgement if records read from it may not be fsynced yet.
+    func leave(_ segment: SegmentFile, io: inout ReaderIO) {
+        let mayNeedSync = !canWrite && canAcknowledge && segment.segment >= (io.syncedThrough ?? state.withLock { $0.checkpoint }).segment
+        guard mayNeedSync else {
+            fs.close(segment.file)
+            return
+        }
+        io.keptForSync.append(segment)
+        if io.keptForSync.count > Self.keptForSyncLimit { fs.close(io.keptForSync.removeFirst().file) }
+    }
+
+    /// Closes the reader's descriptors of segment `number` (about to be deleted) and drops its cache.
+    func closeReader(ofSegment number: UInt64, io: inout ReaderIO) {
+        if let current = io.readFile, current.segment == number {
+            fs.close(current.file)
+            io.readFile = nil
+        }
+        for kept in io.keptForSync where kept.segment == number { fs.close(kept.file) }
+        io.keptForSync.removeAll { $0.segment == number }
+        if io.cache?.segment == number { io.cache = nil }
     }
 
     /// The next segment after `number`, or nil if `number` is the newest.
-    func segment(after number: UInt64) throws -> UInt64? {
-        if !canWrite { try refreshSegments() }
-        return state.withLock { s in s.segments.first { $0.number > number }?.number }
+    ///
+    /// When another process writes, the segments listed last are trusted without listing the
+    /// directory again: a writer numbers every new segment above all existing ones, so no segment
+    /// can appear between `number` and a newer one already listed. The directory is listed only
+    /// when none newer is known (reading has reached the newest segment it knows) or a listed
+    /// segment was gone when opened (a quota drop deleted it).
+    func segment(after number: UInt64, io: inout ReaderIO) throws -> UInt64? {
+        func known() -> UInt64? { state.withLock { s in s.segments.first { $0.number > number }?.number } }
+        if canWrite { return known() }
+        if !io.segmentsStale, let next = known() { return next }
+        try refreshSegments(io: &io)
+        return known()
     }
 
     /// Lists the directory again when another process appends (it may have rolled or deleted segments).
-    func refreshSegments() throws {
+    ///
+    /// Only the sizes that may have changed are looked up: a segment that had a newer one when
+    /// it was listed before was complete then (a writer finishes a segment before it creates the
+    /// next), so the size found then is final.
+    func refreshSegments(io: inout ReaderIO) throws {
+        let sealed = state.withLock { s in
+            Dictionary(s.segments.dropLast().map { ($0.number, $0.size) }, uniquingKeysWith: { first, _ in first })
+        }
         var segments: [SegmentInfo] = []
         for number in try fs.list(directory).compactMap(SegmentName.parse).sorted() {
-            if let size = try fs.fileSize(path(ofSegment: number)) {
+            if let size = try sealed[number] ?? fs.fileSize(path(ofSegment: number)) {
                 segments.append(SegmentInfo(number: number, size: size))
             }
         }
+        io.segmentsStale = false
         state.withLock { s in
             s.segments = segments
             if let newest = segments.last, newest.number >= s.written.segment {

@@ -19,12 +19,9 @@ extension BeaconLog {
         while true {
             let count = Int(min(UInt64(want), limit - position.offset))
             if count <= 0 { return nil }
-            if io.readFile?.segment != position.segment {
-                if let old = io.readFile { fs.close(old.file) }
-                io.readFile = nil
-                io.readFile = (position.segment, try fs.open(path(ofSegment: position.segment), .read))
+            guard let file = try readingFile(position.segment, io: &io) else {
+                throw BeaconLogError.system(ENOENT, path: path(ofSegment: position.segment), operation: "open")
             }
-            let file = io.readFile!.file
             var failure: (any Error)?
             let bytes = [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
                 var done = 0

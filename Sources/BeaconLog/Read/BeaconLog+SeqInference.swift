@@ -8,7 +8,7 @@ extension BeaconLog {
         guard next.offset < limit, let (cache, line) = try line(at: next, limit: limit, io: &io) else {
             // The last record of its segment: the next segment's first record tells. If it lies in
             // (last, seq], the log continues from before `seq`, so `seq`'s digits were damaged.
-            guard let following = try segment(after: next.segment),
+            guard let following = try segment(after: next.segment, io: &io),
                   let nextFirst = try? firstSeq(ofSegment: following) else { return true }
             return !(nextFirst > last && nextFirst <= seq)
         }
