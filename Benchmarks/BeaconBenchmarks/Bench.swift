@@ -194,6 +194,14 @@ enum Memory {
         return (value, sampler.stop())
     }
 
+    /// This process's CPU time so far (user + system), in seconds.
+    static var cpuSeconds: Double {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        func seconds(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
+        return seconds(usage.ru_utime) + seconds(usage.ru_stime)
+    }
+
     /// Resets the peak to the current RSS (writing 5 to /proc/self/clear_refs, Linux ≥ 4.0).
     static func resetPeak() {
         let fd = open("/proc/self/clear_refs", O_WRONLY)

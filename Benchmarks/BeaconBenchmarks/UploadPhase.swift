@@ -11,7 +11,9 @@ import Glibc
 /// Collectors: Beacon's loopback collector (`beacon-bench --serve-collector loopback`, which also
 /// counts the events, checked, and the body bytes on the wire per event), then nginx answering
 /// `return 200` (modes `nginx_…`) when nginx is installed. Also the peak RSS of this process
-/// during each upload (sampled every 2 ms; the benchmark's own payloads included).
+/// during each upload (sampled every 2 ms; the benchmark's own payloads included), its CPU time
+/// per request (beside the loop's: on a small machine the client's CPU bounds its rate), and
+/// modes `instant_…`: the uploader with a transport that answers at once, Beacon's own cost.
 enum UploadPhase: BenchPhase {
     static let name = "upload"
     static let summary = "full log -> collector process over HTTP, batch 50/500, plain/gzip, vs a URLSession loop; peak RSS"
@@ -20,6 +22,9 @@ enum UploadPhase: BenchPhase {
         let n = context.quick ? 10_000 : 100_000
         let payloads = context.payloads(n)
         var figures: [Figure] = []
+        for batch in [50, 500] {
+            figures += try instant(context, payloads, batch: batch)
+        }
         var kinds: [BenchCollector.Kind] = [.loopback]
         if BenchCollector.nginxPath != nil { kinds.append(.nginx) }
         for kind in kinds {
@@ -40,14 +45,7 @@ enum UploadPhase: BenchPhase {
         let n = payloads.events.count
         let dir = try context.scratch("beacon-upload-\(mode)")
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let log = try BeaconLog(configuration: {
-            var c = BeaconLog.Configuration(directory: dir)
-            c.durability = .none
-            c.maxBytes = 4 << 30
-            return c
-        }())
-        for event in payloads.events { try log.append(event) }
-        try log.sync()
+        let log = try filledLog(dir, payloads)
         var config = DeliveryConfiguration(url: collector.url)
         config.batchSize = batch
         config.gzip = gzip
@@ -56,9 +54,11 @@ enum UploadPhase: BenchPhase {
         let before = try collector.stats()
         let start = Memory.currentMiB
         var result: FlushResult?
+        let cpuBefore = Memory.cpuSeconds
         let (seconds, peak) = Memory.peak {
             time { result = blockOn { await uploader.flush() } }
         }
+        let cpu = Memory.cpuSeconds - cpuBefore
         try log.close()
         let after = try collector.stats()
         guard let result, result.outcome.isComplete, result.sent == n else {
@@ -67,6 +67,7 @@ enum UploadPhase: BenchPhase {
         var figures: [Figure] = [
             .throughput("beacon", "upload", mode, n: n, bytes: payloads.totalBytes, seconds: seconds),
             .value("beacon", "upload", "peak_rss_mib_\(mode)", peak, fields: [("start_mib", format(start, 1))]),
+            .value("beacon", "upload", "cpu_us_per_request_\(mode)", cpu * 1e6 / Double((n + batch - 1) / batch)),
         ]
         if let before, let after {
             guard after.events - before.events == n else {
@@ -77,18 +78,62 @@ enum UploadPhase: BenchPhase {
         return figures
     }
 
+    /// Beacon's own cost per request: the same upload through a transport that answers 200 at
+    /// once (no socket), so what remains is reading, building the body, the key and the
+    /// acknowledgements.
+    static func instant(_ context: BenchContext, _ payloads: Payloads, batch: Int) throws -> [Figure] {
+        let n = payloads.events.count
+        let mode = "instant_batch\(batch)"
+        let dir = try context.scratch("beacon-upload-\(mode)")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let log = try filledLog(dir, payloads)
+        var config = DeliveryConfiguration(url: URL(string: "http://127.0.0.1:9/")!)
+        config.batchSize = batch
+        config.flushInterval = nil
+        let uploader = Uploader(log: log, configuration: config, transport: InstantTransport(), diagnostics: { _ in })
+        var result: FlushResult?
+        let cpuBefore = Memory.cpuSeconds
+        let seconds = time { result = blockOn { await uploader.flush() } }
+        let cpu = Memory.cpuSeconds - cpuBefore
+        try log.close()
+        guard let result, result.outcome.isComplete, result.sent == n else {
+            throw BenchFailure("upload \(mode): \(String(describing: result))")
+        }
+        return [
+            .throughput("beacon", "upload", mode, n: n, bytes: payloads.totalBytes, seconds: seconds),
+            .value("beacon", "upload", "us_per_request_\(mode)", seconds * 1e6 / Double((n + batch - 1) / batch)),
+            .value("beacon", "upload", "cpu_us_per_request_\(mode)", cpu * 1e6 / Double((n + batch - 1) / batch)),
+        ]
+    }
+
+    /// A log in `dir` holding the workload's events, durable.
+    static func filledLog(_ dir: String, _ payloads: Payloads) throws -> BeaconLog {
+        let log = try BeaconLog(configuration: {
+            var c = BeaconLog.Configuration(directory: dir)
+            c.durability = .none
+            c.maxBytes = 4 << 30
+            return c
+        }())
+        for event in payloads.events { try log.append(event) }
+        try log.sync()
+        return log
+    }
+
     static func raw(_ payloads: Payloads, _ collector: BenchCollector, batch: Int, gzip: Bool, mode: String) throws -> [Figure] {
         let n = payloads.events.count
         let bodies = URLSessionLoop.bodies(payloads.events, batch: batch, gzip: gzip)
         let before = try collector.stats()
         let start = Memory.currentMiB
+        let cpuBefore = Memory.cpuSeconds
         let (seconds, peak) = try Memory.peak { try URLSessionLoop.run(bodies, to: collector.url, gzip: gzip) }
+        let cpu = Memory.cpuSeconds - cpuBefore
         if let before, let after = try collector.stats(), after.events - before.events != n {
             throw BenchFailure("upload \(mode), URLSession loop: the collector accepted \(after.events - before.events) of \(n) events")
         }
         return [
             .throughput("raw", "upload", mode, n: n, bytes: payloads.totalBytes, seconds: seconds),
             .value("raw", "upload", "peak_rss_mib_\(mode)", peak, fields: [("start_mib", format(start, 1))]),
+            .value("raw", "upload", "cpu_us_per_request_\(mode)", cpu * 1e6 / Double(bodies.count)),
         ]
     }
 }
@@ -108,4 +153,11 @@ func blockOn<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T {
 /// Carries a value from a task to the waiting thread (the semaphore orders the accesses).
 final class ResultBox<T>: @unchecked Sendable {
     var value: T?
+}
+
+/// A transport that answers every request 200 at once.
+struct InstantTransport: Transport {
+    func send(_ request: TransportRequest) async throws -> TransportResponse {
+        TransportResponse(status: 200)
+    }
 }

@@ -4,6 +4,7 @@ import Testing
 @testable import Beacon
 import BeaconLog
 import BeaconTesting
+import FaultInjection
 
 /// A batch's acknowledgement (the checkpoint's fdatasync) is made durable while the next request
 /// goes out. A crash in between re-sends that batch exactly as it was sent, and every pass still
@@ -47,6 +48,61 @@ struct DeliveryAcknowledgementTests {
         #expect(resent.map { trackIDs(in: $0) } == [Array(0..<10), Array(10..<20), Array(20..<27)])
         #expect(resent.prefix(2).map { $0.header("Idempotency-Key") } == sent.map { $0.header("Idempotency-Key") })
         #expect(resent.prefix(2).map { $0.header("X-Beacon-Retry") } == ["1", "1"])
+    }
+
+    @Test("a crash during any request of a backlog: the restart re-sends every batch since the durable checkpoint as it was sent, then the rest", arguments: 0..<8)
+    func crashDuringAnyRequest(crashAt: Int) async throws {
+        let dir = DeliveryTempDir(), crashed = DeliveryTempDir()
+        defer { dir.remove(); crashed.remove() }
+        let log = try deliveryLog(dir, events: 0..<80)
+        let transport = InMemoryTransport()
+        // The directory as a kill -9 during request `crashAt` leaves it (the page cache survives).
+        transport.setHandler { request in
+            if trackIDs(in: request).first == 10 * crashAt { try? FileManager.default.copyItem(atPath: dir.path, toPath: crashed.path) }
+            return nil
+        }
+        let uploader = Uploader(log: log, configuration: testDelivery(batch: 10), transport: transport, clock: ManualClock(), diagnostics: { _ in })
+        let result = await uploader.flush()
+        #expect(result.outcome.isComplete && result.sent == 80)
+        #expect(log.checkpoint.seq == 80, "the pass ends with every acknowledgement durable")
+        let keys = transport.requests.map { $0.header("Idempotency-Key") }
+
+        // The restart cuts batches of 7: only delivery.inflight can make it send the same requests.
+        let again = try BeaconLog(directory: crashed.path)
+        let durable = Int(again.checkpoint.seq)
+        #expect(durable % 10 == 0 && durable <= 10 * crashAt)
+        #expect(crashAt - durable / 10 <= Uploader.maxOutstandingAcknowledgements, "at most the outstanding acknowledgements are lost")
+        let transport2 = InMemoryTransport()
+        let uploader2 = Uploader(log: again, configuration: testDelivery(batch: 7), transport: transport2, clock: ManualClock(), diagnostics: { _ in })
+        let result2 = await uploader2.flush()
+        #expect(result2.outcome.isComplete && result2.sent == 80 - durable)
+        let resent = transport2.requests
+        let repeated = crashAt + 1 - durable / 10
+        #expect(resent.prefix(repeated).map { trackIDs(in: $0) } == (durable / 10...crashAt).map { Array(10 * $0..<10 * $0 + 10) })
+        #expect(resent.prefix(repeated).map { $0.header("Idempotency-Key") } == Array(keys[(durable / 10)...crashAt]))
+        #expect(resent.prefix(repeated).allSatisfy { $0.header("X-Beacon-Retry") == "1" })
+        #expect(resent.flatMap { trackIDs(in: $0) } == Array(durable..<80), "then the rest, in order, once")
+    }
+
+    @Test("a backlog's checkpoint is made durable once per group of batches, not once per request")
+    func checkpointWritesPerGroup() async throws {
+        let dir = DeliveryTempDir()
+        defer { dir.remove() }
+        let fs = FaultyFileSystem()
+        var config = BeaconLog.Configuration(directory: dir.path)
+        config.fileSystem = fs
+        let log = try BeaconLog(configuration: config)
+        for i in 0..<160 { try log.append(deliveryEvent(i)) }
+        try log.sync()
+        fs.resetJournal()
+        let transport = InMemoryTransport()
+        let uploader = Uploader(log: log, configuration: testDelivery(batch: 5), transport: transport, clock: ManualClock(), diagnostics: { _ in })
+        let result = await uploader.flush()
+        #expect(result.outcome.isComplete && result.sent == 160 && transport.requests.count == 32)
+        #expect(log.checkpoint.seq == 160)
+        let checkpointSyncs = fs.journal.filter { ($0.operation == .syncData || $0.operation == .sync) && $0.path.hasSuffix("/checkpoint") }
+        // 32 batches: one write per group of four while the backlog lasts, and the last ones.
+        #expect(checkpointSyncs.count <= 32 / Uploader.acknowledgementGroup + 2, "\(checkpointSyncs.count) checkpoint fsyncs")
     }
 
     @Test("delivery.inflight: every number of ranges and a file of an earlier version read back")

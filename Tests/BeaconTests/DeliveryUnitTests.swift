@@ -135,6 +135,34 @@ struct DeliveryUnitTests {
         #expect(key != IdempotencyKey.make(records: Array(records.prefix(4)), seqs: Array(seqs.prefix(4))))
     }
 
+    @Test("the idempotency key changes with any byte of any record, and with where records end")
+    func idempotencyKeyEveryByte() {
+        // Lengths around the eight-byte words the hash takes, the empty record included.
+        let records: [ArraySlice<UInt8>] = [0, 1, 7, 8, 9, 16, 17].map { n in ArraySlice((0..<n).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ n) }) }
+        let seqs = (0..<UInt64(records.count)).map { $0 + 100 }
+        let key = IdempotencyKey.make(records: records, seqs: seqs)
+        var keys: Set<String> = [key]
+        for r in records.indices {
+            for i in records[r].indices {
+                for bit in [0, 7] {
+                    var changed = records
+                    changed[r][i] ^= 1 << UInt8(bit)
+                    keys.insert(IdempotencyKey.make(records: changed, seqs: seqs))
+                }
+            }
+        }
+        let flips = records.reduce(0) { $0 + 2 * $1.count }
+        #expect(keys.count == flips + 1)
+        // The same bytes cut into records differently.
+        var moved = records
+        moved[2].append(moved[3].removeFirst())
+        #expect(IdempotencyKey.make(records: moved, seqs: seqs) != key)
+        // A zero byte added at a record's end (the tail word alone would not tell).
+        var padded = records
+        padded[1].append(0)
+        #expect(IdempotencyKey.make(records: padded, seqs: seqs) != key)
+    }
+
     @Test("rejected.jsonl lines are JSON with status, reason and the record verbatim")
     func rejectedLines() throws {
         let dir = DeliveryTempDir()

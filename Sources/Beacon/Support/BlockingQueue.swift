@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Synchronization
 
 /// The one way Beacon runs blocking work (disk reads and writes, fsync, waiting for the writer
 /// thread) from async code: on a thread outside Swift's concurrency pool, so a task waiting for
@@ -38,6 +39,16 @@ struct BlockingQueue: Sendable {
         }
     }
 
+    /// Starts `work` on this queue and returns at once; ``Started/value`` gives its result.
+    ///
+    /// For work that overlaps other work (a checkpoint write during the next request): no task
+    /// is created, and awaiting a result that is already there does not suspend.
+    func start<T: Sendable>(_ work: @escaping @Sendable () -> T) -> Started<T> {
+        let started = Started<T>()
+        queue.async { started.finish(work()) }
+        return started
+    }
+
     /// Runs `work` on a thread of its own: for work that may wait for other blocking work.
     ///
     /// A thread, not a dispatch queue: dispatch bounds its threads, and work that waits for
@@ -48,5 +59,51 @@ struct BlockingQueue: Sendable {
             thread.name = "beacon.blocking"
             thread.start()
         }
+    }
+}
+
+/// The result of work started on a ``BlockingQueue``, delivered once.
+final class Started<T: Sendable>: Sendable {
+    private enum State {
+        case running([CheckedContinuation<T, Never>])
+        case finished(T)
+    }
+
+    private let state = Mutex(State.running([]))
+
+    /// The result, once the work finished: at once if it has, without suspending.
+    var value: T {
+        get async {
+            if case .finished(let result) = state.withLock({ $0 }) { return result }
+            return await withCheckedContinuation { continuation in
+                let result = state.withLock { s -> T? in
+                    switch s {
+                    case .finished(let result): return result
+                    case .running(var waiting):
+                        waiting.append(continuation)
+                        s = .running(waiting)
+                        return nil
+                    }
+                }
+                if let result { continuation.resume(returning: result) }
+            }
+        }
+    }
+
+    /// Whether the work finished.
+    var isFinished: Bool { result != nil }
+
+    /// The result if the work finished, else nil.
+    var result: T? {
+        state.withLock { if case .finished(let result) = $0 { result } else { nil } }
+    }
+
+    fileprivate func finish(_ result: T) {
+        let waiting = state.withLock { s -> [CheckedContinuation<T, Never>] in
+            guard case .running(let waiting) = s else { return [] }
+            s = .finished(result)
+            return waiting
+        }
+        for continuation in waiting { continuation.resume(returning: result) }
     }
 }

@@ -15,22 +15,42 @@ struct RequestBuilder: Sendable {
         self.extraHeaders = configuration.headers.sorted { $0.key < $1.key }.map { (name: $0.key, value: $0.value) }
     }
 
+    /// What a request's events make of it, the same in every attempt: the body as sent (gzipped
+    /// when asked) and the idempotency key. Built ahead of time, while an earlier request is in
+    /// flight, so that sending costs no more than the headers.
+    struct Payload: Sendable {
+        /// The body as sent; nil for ``PayloadFormat/envelope``, whose `sent_at` changes per attempt.
+        var body: [UInt8]?
+        var key: String
+    }
+
+    /// The payload of a request carrying `records` (with their `seqs`).
+    func payload(records: [ArraySlice<UInt8>], seqs: [UInt64]) -> Payload {
+        let key = IdempotencyKey.make(records: records, seqs: seqs)
+        guard configuration.format != .envelope else { return Payload(body: nil, key: key) }
+        return Payload(body: encoded(configuration.format.body(records, sentAt: 0)), key: key)
+    }
+
     /// The request for `records` (with their `seqs`), sent at `sentAt` (epoch ms) after `retry`
-    /// earlier sends of the same events, with `timeout`.
-    func request(records: [ArraySlice<UInt8>], seqs: [UInt64], sentAt: Int64, retry: Int, timeout: Duration) -> TransportRequest {
-        var body = configuration.format.body(records, sentAt: sentAt)
+    /// earlier sends of the same events, with `timeout`; `payload` is theirs when it was built
+    /// ahead.
+    func request(records: [ArraySlice<UInt8>], seqs: [UInt64], payload: Payload? = nil, sentAt: Int64, retry: Int, timeout: Duration) -> TransportRequest {
+        let payload = payload ?? Payload(body: nil, key: IdempotencyKey.make(records: records, seqs: seqs))
+        let body = payload.body ?? encoded(configuration.format.body(records, sentAt: sentAt))
         var headers: [(name: String, value: String)] = [
             ("Content-Type", configuration.format.contentType),
             ("User-Agent", "beacon-swift/\(Uploader.version)"),
             ("X-Beacon-Sent-At", String(sentAt)),
-            ("Idempotency-Key", IdempotencyKey.make(records: records, seqs: seqs)),
+            ("Idempotency-Key", payload.key),
             ("X-Beacon-Retry", String(retry)),
         ]
-        if configuration.gzip {
-            body = Gzip.compress(body)
-            headers.append(("Content-Encoding", "gzip"))
-        }
+        if configuration.gzip { headers.append(("Content-Encoding", "gzip")) }
         headers.append(contentsOf: extraHeaders)
         return TransportRequest(url: configuration.url, headers: headers, body: body, timeout: timeout)
+    }
+
+    /// `body` as sent: gzipped when asked.
+    private func encoded(_ body: [UInt8]) -> [UInt8] {
+        configuration.gzip ? Gzip.compress(body) : body
     }
 }

@@ -46,9 +46,8 @@ struct RejectedFile {
 /// differently cut batch. One line per range, `<seq of the checkpoint when it was sent> <number
 /// of records read> <times sent> <failed passes>` (the third field, for `X-Beacon-Retry`, may be
 /// missing: 1; the fourth, the passes that ended with a retryable answer, for isolation, may be
-/// missing: 0): the request in flight, and before it the batch whose acknowledgement is still
-/// being made durable while that request goes out (a restart resumes at whichever starts at the
-/// checkpoint).
+/// missing: 0): the request in flight, and before it the batches (at most eight) whose
+/// acknowledgements are not durable yet (a restart resumes at whichever starts at the checkpoint).
 ///
 /// Rewritten in place with one `pwrite` of a fixed-size record (padded with spaces) on a file
 /// kept open, through the log's file-system seam; not fsynced: it matters after a process crash,
@@ -56,8 +55,8 @@ struct RejectedFile {
 /// re-cut (still at-least-once, only the key differs).
 final class InflightFile: Sendable {
     static let fileName = "delivery.inflight"
-    /// The record's size: room for two ranges of four 20-digit numbers.
-    static let recordSize = 192
+    /// The record's size: room for nine ranges of four 20-digit numbers.
+    static let recordSize = 768
     let path: String
     let fileSystem: any FileSystem
     private let file = Mutex<LogFile?>(nil)
@@ -97,11 +96,26 @@ final class InflightFile: Sendable {
         return ranges
     }
 
-    /// Replaces the file's ranges with `ranges` (at most two).
+    /// Replaces the file's ranges with `ranges` (at most nine).
     func save(_ ranges: [Range]) throws {
-        precondition(ranges.count <= 2, "delivery.inflight holds at most two ranges")
-        var record = Array(ranges.map { "\($0.firstSeq) \($0.count) \($0.sends) \($0.failures)\n" }.joined().utf8)
-        record += [UInt8](repeating: UInt8(ascii: " "), count: max(0, Self.recordSize - record.count))
+        precondition(ranges.count <= 9, "delivery.inflight holds at most nine ranges")
+        // Written on every request: digits straight into the record, no strings.
+        var record = [UInt8](repeating: UInt8(ascii: " "), count: Self.recordSize)
+        record.withUnsafeMutableBufferPointer { buffer in
+            var at = 0
+            func put(_ value: UInt64, then separator: UInt8) {
+                let digits = DecimalDigits.count(value)
+                DecimalDigits.write(value, digits: digits, to: buffer.baseAddress! + at)
+                buffer[at + digits] = separator
+                at += digits + 1
+            }
+            for range in ranges {
+                put(range.firstSeq, then: UInt8(ascii: " "))
+                put(UInt64(range.count), then: UInt8(ascii: " "))
+                put(UInt64(range.sends), then: UInt8(ascii: " "))
+                put(UInt64(range.failures), then: UInt8(ascii: "\n"))
+            }
+        }
         try file.withLock { open in
             if open == nil {
                 let opened = try fileSystem.open(path, .createOrOpen)

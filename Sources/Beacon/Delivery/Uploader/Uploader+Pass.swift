@@ -29,6 +29,8 @@ extension Uploader {
         var ackedThrough = -1
         /// Writing `rejected.jsonl` or the acknowledgement failed: read the batch again.
         var broken = false
+        /// The whole batch's payload, when it was built ahead.
+        var payload: RequestBuilder.Payload?
 
         /// The seq the log's checkpoint has while this session is current.
         var checkpointSeq: UInt64 { ackedThrough < 0 ? batch.start.seq : batch.end(after: ackedThrough).seq }
@@ -40,21 +42,25 @@ extension Uploader {
         }
     }
 
-    /// The acknowledgement of a whole batch, made durable while the next request goes out when more
-    /// events wait: the checkpoint write (an fdatasync) costs about as much as a request on loopback. Until it is
-    /// settled the next batch is read from `end`, and `delivery.inflight` keeps `range` beside
-    /// the next request's, so a crash in between re-sends this batch as it was sent (same events,
-    /// same idempotency key), which at-least-once delivery allows.
+    /// The acknowledgement of a whole batch delivered while more events wait, made durable with
+    /// the next ones while the next requests go out. A checkpoint write (an fdatasync) costs
+    /// about as much CPU and time as a request on loopback; one write for a group of
+    /// ``acknowledgementGroup`` batches makes that a fraction. Until they are settled the next
+    /// batch is read from the last one's `end`, and `delivery.inflight` keeps their `range`s
+    /// beside the next request's, so a crash in between re-sends those batches as they were sent
+    /// (same events, same idempotency keys), which at-least-once delivery allows.
     struct Acknowledging: Sendable {
         var end: LogPosition
         var range: InflightFile.Range?
-        var task: Task<Void, any Error>?
+        /// The checkpoint write, once started: nil when it succeeded, else its error.
+        var write: Started<(any Error)?>?
     }
 
     /// Sends batch after batch until the log is empty, a request fails, or the deadline; the pass
     /// ends with every acknowledgement durable.
     func drain(deadline: Duration?) async -> Pass {
         var pass = await sendBatches(deadline: deadline)
+        await dropReadAhead()
         do {
             try await settleAcknowledgement()
         } catch {
@@ -64,13 +70,33 @@ extension Uploader {
         return pass
     }
 
-    /// Starts the deferred acknowledgement, if any (after the next batch was read: reading and
-    /// acknowledging share the log's reader lock).
-    func startAcknowledgement() {
-        guard var pending = acknowledging, pending.task == nil else { return }
-        let log = self.log, end = pending.end, queue = ackQueue
-        pending.task = Task.detached { try await queue.run { try log.acknowledge(through: end) } }
-        acknowledging = pending
+    /// Batches whose acknowledgements one checkpoint write makes durable together.
+    static let acknowledgementGroup = 4
+    /// The most acknowledgements outstanding at once: a group being written and the next one
+    /// gathering (and the ranges `delivery.inflight` keeps beside the request in flight).
+    static let maxOutstandingAcknowledgements = 2 * acknowledgementGroup
+
+    /// Starts a checkpoint write through the last deferred acknowledgement, covering all those not
+    /// started yet: when a group has gathered and no write is running, or at once when `now`.
+    /// Started as a request goes out, after the read ahead of the batch after it: reading and
+    /// acknowledging share the log's reader lock, and the read is needed first.
+    func startAcknowledgement(now: Bool = false) {
+        guard let last = acknowledging.last, last.write == nil else { return }
+        if !now {
+            let waiting = acknowledging.count { $0.write == nil }
+            let writing = acknowledging.contains { $0.write?.isFinished == false }
+            guard waiting >= Self.acknowledgementGroup && !writing else { return }
+        }
+        let log = self.log, end = last.end
+        let write = ioQueue.start { () -> (any Error)? in
+            do {
+                try log.acknowledge(through: end)
+                return nil
+            } catch {
+                return error
+            }
+        }
+        for i in acknowledging.indices where acknowledging[i].write == nil { acknowledging[i].write = write }
     }
 
     /// Whether the acknowledgement of a batch whose `rest` events are not yet acknowledged may
@@ -86,12 +112,23 @@ extension Uploader {
         return stats.diskBytes + margin < UInt64(max(0, log.configuration.maxBytes)) / 2
     }
 
-    /// Waits until the deferred acknowledgement is durable; throws its error.
-    func settleAcknowledgement() async throws {
-        startAcknowledgement()
-        guard let task = acknowledging?.task else { return }
-        defer { acknowledging = nil }
-        try await task.value
+    /// Waits until the deferred acknowledgements but the last `keeping` are durable (writing
+    /// them now if needed); throws the first error.
+    func settleAcknowledgement(keeping: Int = 0) async throws {
+        // Those already durable leave first, without waiting.
+        while let write = acknowledging.first?.write, let error = write.result {
+            if let error { throw error }
+            acknowledging.removeFirst()
+        }
+        guard acknowledging.count > keeping else { return }
+        if acknowledging[acknowledging.count - 1 - keeping].write == nil { startAcknowledgement(now: true) }
+        var failure: (any Error)?
+        while acknowledging.count > keeping {
+            let error = await acknowledging[0].write?.value
+            acknowledging.removeFirst()
+            failure = failure ?? error
+        }
+        if let failure { throw failure }
     }
 
     func sendBatches(deadline: Duration?) async -> Pass {
@@ -131,7 +168,7 @@ extension Uploader {
     func nextSession() async throws -> Session?? {
         let log = self.log
         // Where the deferred acknowledgement will put the checkpoint (unless the quota moved it further).
-        let readFrom = acknowledging.map { max($0.end, log.checkpoint) }
+        let readFrom = acknowledging.last.map { max($0.end, log.checkpoint) }
         let checkpoint = readFrom ?? log.checkpoint
         var earlierPasses = 0
         if let session = current {
@@ -157,7 +194,8 @@ extension Uploader {
         if savedInflight?.firstSeq != checkpoint.seq, let range = earlierInflight.first(where: { $0.firstSeq == checkpoint.seq }) {
             savedInflight = range
         }
-        let batch: LogBatch
+        var batch: LogBatch
+        var payload: RequestBuilder.Payload?
         var earlierSends = earlierPasses, earlierFailures = earlierPasses
         if earlierPasses == 0, let range = savedInflight, range.firstSeq == checkpoint.seq {
             batch = try await onIO { try log.read(from: readFrom, maxRecords: range.count, maxBytes: Int.max) }
@@ -165,15 +203,19 @@ extension Uploader {
             earlierFailures = range.failures
         } else {
             let count = configuration.eventsPerRequest(pending: pendingEvents), bytes = configuration.maxBatchBytes
-            batch = try await onIO { try log.read(from: readFrom, maxRecords: count, maxBytes: bytes) }
+            if let prepared = await takeReadAhead(from: checkpoint.seq, maxRecords: count) {
+                (batch, payload) = (prepared.batch, prepared.payload)
+            } else {
+                batch = try await onIO { try log.read(from: readFrom, maxRecords: count, maxBytes: bytes) }
+            }
         }
-        startAcknowledgement()
         if batch.isEmpty { return nil }
         let sendable = try await setAsideExpired(batch)
         if sendable.isEmpty {
             do {
                 try await settleAcknowledgement()
-                try await onIO { try log.acknowledge(through: batch.end) }
+                let end = batch.end
+                try await onIO { try log.acknowledge(through: end) }
             } catch {
                 throw storageFailure(error, doing: "acknowledging expired events").error
             }
@@ -184,7 +226,7 @@ extension Uploader {
             earlierSends: sendable.count == batch.count ? earlierSends : 0,
             earlierFailures: sendable.count == batch.count ? earlierFailures : 0,
             isolateAfter: configuration.isolateAfterFailures)
-        return Session(batch: batch, sendable: sendable, machine: machine)
+        return Session(batch: batch, sendable: sendable, machine: machine, payload: sendable.count == batch.count ? payload : nil)
     }
 
     /// Sets the events older than `maxEventAge` aside (once, even when the batch is read again)
@@ -237,11 +279,12 @@ extension Uploader {
                 let end = last == session.batch.count - 1 ? session.batch.end : session.batch.end(after: last)
                 let entries = setAside.map { rejectedEntry($0, session) }.filter { !self.setAside.contains($0.seq) }
                 do {
-                    try await settleAcknowledgement()
-                    if entries.isEmpty && through == session.sendable.count && canOverlapAcknowledgement(rest: session.batch.count - 1 - session.ackedThrough) {
+                    let overlap = entries.isEmpty && through == session.sendable.count && canOverlapAcknowledgement(rest: session.batch.count - 1 - session.ackedThrough)
+                    try await settleAcknowledgement(keeping: overlap ? Self.maxOutstandingAcknowledgements - 1 : 0)
+                    if overlap {
                         // The rest of the batch, with more events waiting: made durable while the
-                        // next request goes out.
-                        acknowledging = Acknowledging(end: end, range: savedInflight)
+                        // next requests go out.
+                        acknowledging.append(Acknowledging(end: end, range: savedInflight))
                         session.ackedThrough = last
                         continue
                     }
@@ -294,7 +337,10 @@ extension Uploader {
                 let indices = session.sendable[range]
                 let records = indices.map { session.batch.records[$0] }
                 let seqs = indices.map { session.batch.seqs[$0] }
-                let (result, bytes, elapsed) = await send(records: records, seqs: seqs, retry: retry, timeout: timeout)
+                let whole = range.count == session.batch.count
+                if range.upperBound == session.sendable.count { startReadAhead(after: session) }
+                startAcknowledgement()
+                let (result, bytes, elapsed) = await send(records: records, seqs: seqs, payload: whole ? session.payload : nil, retry: retry, timeout: timeout)
                 switch result {
                 case .failure(let error) where error.kind == .cancelled || Task.isCancelled:
                     session.machine.abandon(sent: true)
@@ -338,8 +384,9 @@ extension Uploader {
         let last = session.batchIndex(coveringSendable: session.machine.committed + resume.count)
         let range = InflightFile.Range(firstSeq: session.checkpointSeq, count: last - session.ackedThrough, sends: max(1, resume.sends), failures: session.machine.resumeFailures)
         guard range != savedInflight else { return }
-        let file = inflightFile, ranges = [acknowledging?.range, range].compactMap { $0 }
-        try await onIO { try file.save(ranges) }
+        // One pwrite of 192 bytes into the page cache, on this actor: a hop to the I/O queue and
+        // back would cost more than the write, between an answer and the next request.
+        try inflightFile.save(acknowledging.compactMap(\.range) + [range])
         savedInflight = range
     }
 }

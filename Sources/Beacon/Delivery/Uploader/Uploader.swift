@@ -49,9 +49,9 @@ public actor Uploader {
     let requests: RequestBuilder
     /// Pending events the log's quota deleted since the uploader started (see `reportingLosses`).
     let quotaDrops = QuotaDrops()
+    /// The log's reads, the batch read ahead and the acknowledgements (checkpoint writes, fsync)
+    /// run here, one at a time, in the order they were started.
     let ioQueue = BlockingQueue(label: "beacon.uploader.io")
-    /// Acknowledgements (checkpoint writes, fsync) run here, beside the reads and writes of `ioQueue`.
-    let ackQueue = BlockingQueue(label: "beacon.uploader.ack")
     nonisolated let trigger = Mutex(Trigger())
 
     struct Trigger {
@@ -79,8 +79,11 @@ public actor Uploader {
     var savedInflight: InflightFile.Range?
     /// Ranges an earlier run left in `delivery.inflight` that the checkpoint has not reached yet.
     var earlierInflight: [InflightFile.Range] = []
-    /// The acknowledgement of the last batch while it is made durable, overlapping the next request.
-    var acknowledging: Acknowledging?
+    /// The acknowledgements of the last batches while they are made durable, overlapping the next
+    /// requests; oldest first, at most ``maxOutstandingAcknowledgements``.
+    var acknowledging: [Acknowledging] = []
+    /// The next batch, read while the current request is in flight.
+    var readAhead: ReadAhead?
     /// The seqs this uploader wrote to `rejected.jsonl` (expired or refused) that the checkpoint
     /// has not passed yet: a batch read again after a failed send must not set the same events
     /// aside twice. A set, not a high-water mark: an expired event set aside first must not hide a
