@@ -17,6 +17,10 @@ import Glibc
 /// sends, until the collector has them all; the RSS before, the peak, and after the drain (5 s
 /// later, and after `malloc_trim(0)`, which tells memory still in use from freed memory the
 /// allocator keeps).
+///
+/// Raw: the heap's growth per request of a plain URLSession loop to the same collector, beside
+/// the tracker's growth per request during the steady part: equal figures put the growth in the
+/// HTTP client.
 enum SoakPhase: BenchPhase {
     static let name = "soak"
     static let summary = "(only when named) tracker uploading at a paced rate for minutes: RSS every second, slope; then a backlog drained"
