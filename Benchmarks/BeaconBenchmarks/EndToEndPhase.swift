@@ -40,12 +40,15 @@ enum EndToEndPhase: BenchPhase {
         }
         let events = try trackedEvents(context, n: n, users: users)
         let bodies = URLSessionLoop.bodies(events, batch: 50, gzip: false)
-        let rawSeconds = try URLSessionLoop.run(bodies, to: collector.url, gzip: false)
+        // Timed as Beacon's run is, with the RSS sampler running.
+        let rawStart = Memory.currentMiB
+        let (rawSeconds, rawPeak) = try Memory.peak { try URLSessionLoop.run(bodies, to: collector.url, gzip: false) }
         return [
             .throughput("beacon", "endtoend", "default", n: n, bytes: Int(stats.sentBytes), seconds: seconds),
             .throughput("raw", "endtoend", "default", n: n, bytes: bodies.reduce(0) { $0 + $1.count }, seconds: rawSeconds),
             .value("beacon", "endtoend", "requests", Double(stats.sentRequests), fields: [("n", String(n))]),
             .value("beacon", "endtoend", "peak_rss_mib", peak, fields: [("start_mib", format(start, 1))]),
+            .value("raw", "endtoend", "peak_rss_mib", rawPeak, fields: [("start_mib", format(rawStart, 1))]),
         ]
     }
 
