@@ -9,6 +9,7 @@
 struct RequestBuilder: Sendable {
     let configuration: DeliveryConfiguration
     private let extraHeaders: [(name: String, value: String)]
+    private let userAgent = "beacon-swift/\(Uploader.version)"
 
     init(configuration: DeliveryConfiguration) {
         self.configuration = configuration
@@ -39,7 +40,7 @@ struct RequestBuilder: Sendable {
         let body = payload.body ?? encoded(configuration.format.body(records, sentAt: sentAt))
         var headers: [(name: String, value: String)] = [
             ("Content-Type", configuration.format.contentType),
-            ("User-Agent", "beacon-swift/\(Uploader.version)"),
+            ("User-Agent", userAgent),
             ("X-Beacon-Sent-At", String(sentAt)),
             ("Idempotency-Key", payload.key),
             ("X-Beacon-Retry", String(retry)),

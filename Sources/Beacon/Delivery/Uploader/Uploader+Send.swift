@@ -22,11 +22,20 @@ extension Uploader {
         let receivedAt = nowMillis
         if case .success(let response) = result {
             counters.lastStatus = response.status
-            if let date = response.header("Date"), let seconds = HTTPDate.parse(date) {
+            if let date = response.header("Date"), let seconds = collectorSeconds(date) {
                 let midpoint = sentAt + (receivedAt - sentAt) / 2
                 counters.clockSkew = .milliseconds(seconds * 1000 + 500 - midpoint)
             }
         }
         return (result, request.body.count, elapsed)
+    }
+
+    /// The collector's `Date` header in seconds since 1970; the same text as the last answer's
+    /// (a second holds many answers) is not parsed again.
+    func collectorSeconds(_ date: String) -> Int64? {
+        if let last = lastCollectorDate, last.text == date { return last.seconds }
+        guard let seconds = HTTPDate.parse(date) else { return nil }
+        lastCollectorDate = (date, seconds)
+        return seconds
     }
 }

@@ -90,6 +90,8 @@ public actor Uploader {
     /// refused event before it in the same batch.
     var setAside: Set<UInt64> = []
     var lastRequestDuration: Duration = .zero
+    /// The last `Date` header a collector sent, parsed.
+    var lastCollectorDate: (text: String, seconds: Int64)?
     var started = false
     var stopped = false
     /// Flush calls that joined a flush already running (for tests).
