@@ -105,6 +105,30 @@ struct DeliveryAcknowledgementTests {
         #expect(checkpointSyncs.count <= 32 / Uploader.acknowledgementGroup + 2, "\(checkpointSyncs.count) checkpoint fsyncs")
     }
 
+    @Test("a sidecar (another process writes) groups its acknowledgements too, for events appended after it opened the log")
+    func sidecarGroupsAcknowledgements() async throws {
+        let dir = DeliveryTempDir()
+        defer { dir.remove() }
+        var writing = BeaconLog.Configuration(directory: dir.path)
+        writing.access = .write
+        let writer = try BeaconLog(configuration: writing)
+        let fs = FaultyFileSystem()
+        var config = BeaconLog.Configuration(directory: dir.path)
+        config.access = .read
+        config.fileSystem = fs
+        let reader = try BeaconLog(configuration: config)
+        // Appended after the reader opened: its count of pending events does not include them.
+        for i in 0..<160 { try writer.append(deliveryEvent(i)) }
+        try writer.sync()
+        let transport = InMemoryTransport()
+        let uploader = Uploader(log: reader, configuration: testDelivery(batch: 5), transport: transport, clock: ManualClock(), diagnostics: { _ in })
+        let result = await uploader.flush()
+        #expect(result.outcome.isComplete && result.sent == 160)
+        #expect(transport.requests.flatMap { trackIDs(in: $0) } == Array(0..<160))
+        let checkpointSyncs = fs.journal.filter { ($0.operation == .syncData || $0.operation == .sync) && $0.path.hasSuffix("/checkpoint") }
+        #expect(checkpointSyncs.count <= 32 / Uploader.acknowledgementGroup + 2, "\(checkpointSyncs.count) checkpoint fsyncs for 32 batches")
+    }
+
     @Test("delivery.inflight: every number of ranges and a file of an earlier version read back")
     func inflightFileRoundTrip() throws {
         let dir = DeliveryTempDir()

@@ -99,15 +99,21 @@ extension Uploader {
         for i in acknowledging.indices where acknowledging[i].write == nil { acknowledging[i].write = write }
     }
 
-    /// Whether the acknowledgement of a batch whose `rest` events are not yet acknowledged may
-    /// overlap the next request: only while more events wait (a backlog; at the log's end the next
-    /// read would find little or nothing) and, when this process writes the log, while it is far
-    /// from its quota: a quota drop here deleting the batch before its acknowledgement lands, with
-    /// the next batch already read, would count delivered events as dropped.
-    func canOverlapAcknowledgement(rest: Int) -> Bool {
+    /// Whether work for after `session` may overlap the next request (its acknowledgement, or
+    /// reading the next batch ahead): only while at least `events` more wait beyond it (a
+    /// backlog; at the log's end the next read would find little or nothing) and, when this
+    /// process writes the log, while it is far from its quota: a quota drop here deleting the
+    /// batch before its acknowledgement lands, with the next batch already read, would count
+    /// delivered events as dropped.
+    ///
+    /// When another process writes (`beacon send`), the log knows the events that were there at
+    /// opening and those read since: then a full batch also says that more may wait.
+    func canOverlap(after session: Session, waiting events: Int = 1) -> Bool {
         let stats = log.stats
-        guard stats.pendingRecords > UInt64(rest) else { return false }
-        guard log.configuration.access == .readWrite else { return true }
+        guard log.configuration.access == .readWrite else {
+            return stats.nextSeq >= session.batch.end.seq + UInt64(events) || session.batch.count >= configuration.eventsPerRequest(pending: stats.pendingRecords)
+        }
+        guard stats.nextSeq >= session.batch.end.seq + UInt64(events) else { return false }
         let margin = UInt64(4 * max(configuration.maxBatchBytes, 1 << 20))
         return stats.diskBytes + margin < UInt64(max(0, log.configuration.maxBytes)) / 2
     }
@@ -279,7 +285,7 @@ extension Uploader {
                 let end = last == session.batch.count - 1 ? session.batch.end : session.batch.end(after: last)
                 let entries = setAside.map { rejectedEntry($0, session) }.filter { !self.setAside.contains($0.seq) }
                 do {
-                    let overlap = entries.isEmpty && through == session.sendable.count && canOverlapAcknowledgement(rest: session.batch.count - 1 - session.ackedThrough)
+                    let overlap = entries.isEmpty && through == session.sendable.count && canOverlap(after: session)
                     try await settleAcknowledgement(keeping: overlap ? Self.maxOutstandingAcknowledgements - 1 : 0)
                     if overlap {
                         // The rest of the batch, with more events waiting: made durable while the
