@@ -93,6 +93,7 @@ time_pid=$!
 pids+=("$time_pid")
 send_pid=$(child_of "$time_pid")
 [ -n "$send_pid" ] || { echo "$0: beacon send --follow did not start" >&2; cat "$work/follow.err" >&2; exit 1; }
+pids+=("$send_pid")  # /usr/bin/time dies of a signal without passing it on
 (
   start=$(date +%s%N)
   for ((s = 0; s < seconds; s++)); do
@@ -131,8 +132,11 @@ for batch in $batches; do
   # A second pass over the same log re-reads from the start: copy it first.
   rm -rf "$work/backlog-run" && cp -r "$dir" "$work/backlog-run"
   start=$(date +%s%N)
-  timeout 1800 /usr/bin/time -f %M -o "$work/backlog.time" "$beacon" send "$work/backlog-run" --url "$url" --batch "$batch" 2> "$work/backlog.err" \
-    || { echo "$0: beacon send --batch $batch failed:" >&2; tail -5 "$work/backlog.err" >&2; exit 1; }
+  # In the background so that a signal to this script stops it at once (timeout passes the signal
+  # to its whole process group).
+  timeout 1800 /usr/bin/time -f %M -o "$work/backlog.time" "$beacon" send "$work/backlog-run" --url "$url" --batch "$batch" 2> "$work/backlog.err" &
+  pids+=("$!")
+  wait "$!" || { echo "$0: beacon send --batch $batch failed:" >&2; tail -5 "$work/backlog.err" >&2; exit 1; }
   ms=$((($(date +%s%N) - start) / 1000000))
   wait_for $((before + backlog)) 30
   peak=$(tail -1 "$work/backlog.time")
