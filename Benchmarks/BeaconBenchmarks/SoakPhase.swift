@@ -31,10 +31,11 @@ enum SoakPhase: BenchPhase {
         defer { collector.stop() }
         var config = Beacon.Configuration(directory: try context.scratch("beacon-soak"), serverURL: collector.url)
         config.lifecycleEvents = false
+        if options.transport == "socket" { config.transport = SocketTransport() }
         let beacon = try Beacon(configuration: config)
         defer { _ = blockOn { await beacon.shutdown(deadline: .seconds(5)) } }
         let startMiB = Memory.currentMiB
-        progress("soak: \(grouped(Double(options.rate))) events/s for \(format(options.seconds, 0)) s (warm-up \(format(options.warmup, 0)) s), then a backlog of \(grouped(Double(options.backlog))); RSS \(format(startMiB, 1)) MiB")
+        progress("soak (\(options.transport)): \(grouped(Double(options.rate))) events/s for \(format(options.seconds, 0)) s (warm-up \(format(options.warmup, 0)) s), then a backlog of \(grouped(Double(options.backlog))); RSS \(format(startMiB, 1)) MiB")
         var figures = try steady(beacon, collector, options)
         figures += try backlog(beacon, collector, options)
         figures += try raw(collector, requests: options.rawRequests)
@@ -195,18 +196,21 @@ struct SoakOptions {
     var seconds: Double?
     var rate: Int?
     var backlog: Int?
+    /// `--soak-transport`: the tracker's transport, `urlsession` (default) or `socket`.
+    var transport = "urlsession"
 
     struct Resolved {
         var seconds: Double
         var rate: Int
         var backlog: Int
         var rawRequests: Int
+        var transport = "urlsession"
         /// Samples before this many seconds are the warm-up: 30 s, or a third of a shorter run.
         var warmup: Double { min(30, seconds / 3) }
     }
 
     func resolved(quick: Bool) -> Resolved {
-        Resolved(seconds: seconds ?? (quick ? 8 : 180), rate: rate ?? (quick ? 5000 : 20_000), backlog: backlog ?? (quick ? 20_000 : 500_000), rawRequests: quick ? 1000 : 20_000)
+        Resolved(seconds: seconds ?? (quick ? 8 : 180), rate: rate ?? (quick ? 5000 : 20_000), backlog: backlog ?? (quick ? 20_000 : 500_000), rawRequests: quick ? 1000 : 20_000, transport: transport)
     }
 }
 

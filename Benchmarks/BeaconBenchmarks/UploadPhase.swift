@@ -37,11 +37,16 @@ enum UploadPhase: BenchPhase {
                     figures += try raw(payloads, collector, batch: batch, gzip: gzip, mode: mode)
                 }
             }
+            // SocketTransport (Beacon's own HTTP/1.1 client) beside URLSession: modes `socket_…`.
+            for batch in [50, 500] {
+                let mode = (kind == .nginx ? "nginx_" : "") + "socket_batch\(batch)"
+                figures += try beacon(context, payloads, collector, batch: batch, gzip: false, mode: mode, transport: SocketTransport())
+            }
         }
         return figures
     }
 
-    static func beacon(_ context: BenchContext, _ payloads: Payloads, _ collector: BenchCollector, batch: Int, gzip: Bool, mode: String) throws -> [Figure] {
+    static func beacon(_ context: BenchContext, _ payloads: Payloads, _ collector: BenchCollector, batch: Int, gzip: Bool, mode: String, transport: any Transport = HTTPTransport()) throws -> [Figure] {
         let n = payloads.events.count
         let dir = try context.scratch("beacon-upload-\(mode)")
         defer { try? FileManager.default.removeItem(atPath: dir) }
@@ -50,7 +55,7 @@ enum UploadPhase: BenchPhase {
         config.batchSize = batch
         config.gzip = gzip
         config.flushInterval = nil
-        let uploader = Uploader(log: log, configuration: config, diagnostics: { _ in })
+        let uploader = Uploader(log: log, configuration: config, transport: transport, diagnostics: { _ in })
         let before = try collector.stats()
         let start = Memory.currentMiB
         var result: FlushResult?

@@ -20,7 +20,7 @@ var namedOnlyPhases: [any BenchPhase.Type] { [SoakPhase.self] }
 
 let usage = """
     usage: beacon-bench [--quick] [--phase NAME]... [--rounds N] [--dir PATH]
-                        [--soak-seconds S] [--soak-rate N] [--soak-backlog N]
+                        [--soak-seconds S] [--soak-rate N] [--soak-backlog N] [--soak-transport T]
       --quick       small N for a smoke run (seconds; CI runs it)
       --phase NAME  run only this phase (repeatable); phases:
     \((benchPhases + namedOnlyPhases).map { "                  \($0.name): \($0.summary)" }.joined(separator: "\n"))
@@ -30,6 +30,7 @@ let usage = """
       --soak-rate N     soak: events tracked per second, paced (default 20000; 5000 with --quick)
       --soak-backlog N  soak: events of the backlog tracked afterwards as fast as possible and
                         drained (default 500000; 20000 with --quick; 0 skips it)
+      --soak-transport T  soak: the tracker's transport, urlsession (default) or socket
       --dir PATH    where the data goes (default: a new .beacon-bench-XXXXXX in the working
                     directory, on its file system, removed afterwards)
     """
@@ -82,6 +83,10 @@ while let argument = arguments.popFirst() {
         let text = value()
         guard let n = Int(text), n >= 0, n <= 100_000_000 else { fail("--soak-backlog must be 0...100000000 events, not '\(text)'") }
         soakOptions.backlog = n
+    case "--soak-transport":
+        let text = value()
+        guard text == "urlsession" || text == "socket" else { fail("--soak-transport must be urlsession or socket, not '\(text)'") }
+        soakOptions.transport = text
     case "--help", "-h":
         print(usage)
         exit(0)

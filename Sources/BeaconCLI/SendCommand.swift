@@ -12,6 +12,7 @@ struct SendCommand: Command {
     static let usage = """
         beacon send DIR --url URL [--batch N] [--catch-up-batch N] [--format array|envelope|ndjson]
                         [--gzip] [--header 'K: V']... [--follow] [--retries N]
+                        [--transport urlsession|socket]
           Uploads DIR's pending events to URL in order with Beacon's uploader, holding DIR's
           reader lock (a service may keep appending), and acknowledges each batch when the
           collector answers 2xx. Answers are handled as the library does: 5xx, 408, 429 and
@@ -32,16 +33,28 @@ struct SendCommand: Command {
           --retries N     without --follow: transient failures in a row without progress (no
                           event delivered in between) before giving up (default 5; at least 3
                           for an event that keeps failing to be isolated and set aside)
+          --transport T   urlsession (default: URLSession, http and https) or socket (Beacon's
+                          own HTTP/1.1 client, http only: less CPU a request, flat memory)
           Exit: 0 drained (or stopped by a signal with --follow), 64 usage, 74 events could not
           be delivered (collector down or refusing the configuration: 401, 403, 404, ...; they
           stay pending; the message quotes the collector's answer), 75 DIR has another reader.
         """
 
     static func run(_ arguments: [String]) throws -> Int32 {
-        let args = try ParsedArguments(arguments, options: ["--url", "--batch", "--catch-up-batch", "--format", "--header", "--retries"], flags: ["--gzip", "--follow"], positionals: 1...1)
+        let args = try ParsedArguments(arguments, options: ["--url", "--batch", "--catch-up-batch", "--format", "--header", "--retries", "--transport"], flags: ["--gzip", "--follow"], positionals: 1...1)
         guard let urlText = args.value("--url") else { throw CLIError(.usage, "--url is required") }
         guard let url = URL(string: urlText), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host != nil else {
             throw CLIError(.usage, "--url must be an http or https URL, not '\(RedactedURL(text: urlText))'")
+        }
+        let transport: any Transport
+        switch try args.choice("--transport", ["urlsession", "socket"], default: "urlsession") {
+        case "socket":
+            guard scheme == "http" else {
+                throw CLIError(.usage, "--transport socket speaks plain http only; use --transport urlsession for '\(RedactedURL(url))'")
+            }
+            transport = SocketTransport()
+        default:
+            transport = HTTPTransport()
         }
         var config = DeliveryConfiguration(url: url)
         config.batchSize = try args.integer("--batch", default: 50, in: 1...100_000)
@@ -68,7 +81,7 @@ struct SendCommand: Command {
         Interruption.install()
         let log = try LogOpening.open(directory, access: .read)
         defer { try? log.close() }
-        let uploader = Uploader(log: log, configuration: config, diagnostics: { Console.writeError("beacon send: \($0)\n") })
+        let uploader = Uploader(log: log, configuration: config, transport: transport, diagnostics: { Console.writeError("beacon send: \($0)\n") })
         var sent = 0
         var failures = 0
         while Interruption.signal == 0 {

@@ -66,6 +66,24 @@ struct DeliveryCommandTests {
         }
     }
 
+    @Test("send --transport socket drains a directory through Beacon's own HTTP client, in order")
+    func sendWithSocketTransport() throws {
+        try withTemporaryDirectory { dir in
+            let out = dir + ".collected"
+            defer { try? FileManager.default.removeItem(atPath: out) }
+            let sent = events(130)
+            #expect(try BeaconToolRunner.run(["append", dir], stdin: stdinData(sent)).status == 0)
+            let (collector, url) = try startCollector(out: out)
+            let result = try BeaconToolRunner.run(["send", dir, "--url", url + "?password=s3cret", "--batch", "40", "--transport", "socket", "--gzip"])
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(result.stderr.contains("sent 130 events"), "\(result.stderr)")
+            #expect(!result.stderr.contains("s3cret"))
+            let stopped = collector.signal(SIGTERM)
+            #expect(stopped.stderr.contains("4 accepted with 130 events"), "\(stopped.stderr)")
+            #expect(lines(of: out) == sent, "the stored bytes, in order")
+        }
+    }
+
     @Test("a collector that refuses the configuration (401) stops send with 74; everything stays pending")
     func configurationProblem() throws {
         try withTemporaryDirectory { dir in
@@ -118,6 +136,7 @@ struct DeliveryCommandTests {
     @Test("usage errors exit 64", arguments: [
         ["send"], ["send", "/tmp/x"], ["send", "/tmp/x", "--url", "ftp://h/"], ["send", "/tmp/x", "--url", "http://h/", "--format", "xml"],
         ["send", "/tmp/x", "--url", "http://h/", "--header", "NoColon"], ["send", "/tmp/x", "--url", "http://h/", "--batch", "0"],
+        ["send", "/tmp/x", "--url", "https://h/", "--transport", "socket"], ["send", "/tmp/x", "--url", "http://h/", "--transport", "curl"],
         ["collect", "--port", "70000"], ["collect", "--status", "42"], ["collect", "extra"],
     ])
     func usage(arguments: [String]) throws {
