@@ -1,0 +1,158 @@
+import Dispatch
+import Foundation
+import Glibc
+import Synchronization
+
+/// A ``Transport`` for `http://` collectors with Beacon's own small HTTP/1.1 client: one
+/// keep-alive connection, one request at a time.
+///
+/// It costs less CPU per request than ``HTTPTransport`` and its memory stays flat however long it
+/// runs (`URLSession` on Linux keeps about 150 bytes per request for good). It speaks plain HTTP
+/// only: use ``HTTPTransport`` for `https://`. Concurrent ``send(_:)`` calls wait their turn. A
+/// connection the server closed is opened again; a request whose reused connection turns out
+/// closed before any byte of the answer is sent once more on a new one (delivery is at least once,
+/// and the idempotency key travels with it). The request's timeout covers resolving, connecting,
+/// writing and reading; at most 1 MiB of an answer's body is kept, the rest is read and dropped.
+/// The blocking socket calls run on a dispatch queue of the transport's own, never on Swift's
+/// concurrency pool.
+///
+/// ```swift
+/// var configuration = Beacon.Configuration(directory: dir, serverURL: url)
+/// configuration.transport = SocketTransport()
+/// ```
+public final class SocketTransport: Transport {
+    private let queue = DispatchQueue(label: "beacon.socket-transport")
+    private let connection: SocketConnection
+    /// The last URL's endpoint, so that a URL is taken apart once, not per request.
+    private let endpoints = Mutex<SocketEndpoint?>(nil)
+    /// Requests of this transport still in memory (for tests).
+    let live = LiveCounts()
+
+    /// A transport with no connection yet: the first request opens it.
+    public convenience init() {
+        self.init(maxResponseBodyBytes: 1 << 20)
+    }
+
+    /// A transport keeping at most `maxResponseBodyBytes` of an answer's body.
+    init(maxResponseBodyBytes: Int) {
+        do {
+            connection = try SocketConnection(maxResponseBodyBytes: maxResponseBodyBytes)
+        } catch {
+            // Only eventfd can fail here (out of file descriptors): nothing could be sent anyway.
+            fatalError("SocketTransport: \(error)")
+        }
+    }
+
+    /// How many connections this transport opened (for tests and the benchmark).
+    var connectionsOpened: Int {
+        queue.sync { connection.opened }
+    }
+
+    public func send(_ request: TransportRequest) async throws -> TransportResponse {
+        let endpoint = try endpoint(for: request.url)
+        let exchange = SocketExchange(waker: connection.waker, live: live)
+        let cancelled = TransportError(.cancelled, "the request to \(RedactedURL(request.url)) was cancelled")
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<TransportResponse, any Error>) in
+                guard exchange.begin(ResumeOnce(continuation), cancelled: cancelled) else { return }
+                queue.async { [connection] in
+                    guard !exchange.isCancelled else { return }
+                    // The deadline starts when the request gets the connection, not while it waits its turn.
+                    let deadline = DispatchTime.now().uptimeNanoseconds &+ UInt64(max(0, request.timeout.seconds) * 1e9)
+                    let result: Result<TransportResponse, any Error>
+                    do throws(SocketConnection.Failure) {
+                        result = .success(try connection.exchange(request, to: endpoint, deadline: deadline) { exchange.isCancelled })
+                    } catch {
+                        result = .failure(Self.error(error, endpoint.url, request.timeout))
+                    }
+                    exchange.finish(result)
+                }
+            }
+        } onCancel: {
+            exchange.cancel(cancelled)
+        }
+    }
+
+    private func endpoint(for url: URL) throws -> SocketEndpoint {
+        if let known = endpoints.withLock({ $0 }), known.url == url { return known }
+        let endpoint = try SocketEndpoint(url)
+        endpoints.withLock { $0 = endpoint }
+        return endpoint
+    }
+
+    /// `failure` told to people: what failed, where (the URL redacted), what it means.
+    static func error(_ failure: SocketConnection.Failure, _ url: URL, _ timeout: Duration) -> TransportError {
+        let target = RedactedURL(url)
+        switch failure {
+        case .timeout:
+            return TransportError(.timeout, "no answer from \(target) within \(timeout.seconds) s")
+        case .cancelled:
+            return TransportError(.cancelled, "the request to \(target) was cancelled")
+        case .system(let call, let code):
+            return TransportError(.network, "\(target): \(call) failed: \(String(cString: strerror(code)))")
+        case .closedBeforeAnswer(let code):
+            let how = code.map { String(cString: strerror($0)) } ?? "closed"
+            return TransportError(.network, "\(target): the connection was \(how == "closed" ? "closed" : "lost (\(how))") before any answer")
+        case .malformed(let what):
+            return TransportError(.network, "\(target): \(what)")
+        case .resolve(let what):
+            return TransportError(.network, "\(target): \(what)")
+        }
+    }
+}
+
+/// One request's state shared by the task awaiting it, its cancellation handler and the queue
+/// running it: the continuation (resumed once) and whether it was cancelled.
+final class SocketExchange: Sendable {
+    private struct State {
+        var once: ResumeOnce<TransportResponse, any Error>?
+        var cancelled = false
+    }
+
+    private let state = Mutex(State())
+    private let waker: SocketWaker
+    private let live: LiveCounts
+
+    init(waker: SocketWaker, live: LiveCounts) {
+        self.waker = waker
+        self.live = live
+        live.exchanges.add(1, ordering: .relaxed)
+    }
+
+    deinit {
+        live.exchanges.subtract(1, ordering: .relaxed)
+    }
+
+    var isCancelled: Bool { state.withLock { $0.cancelled } }
+
+    /// Keeps the continuation; false (and resumed at once) when the request was already cancelled.
+    func begin(_ once: ResumeOnce<TransportResponse, any Error>, cancelled: TransportError) -> Bool {
+        let early = state.withLock { s -> Bool in
+            if s.cancelled { return true }
+            s.once = once
+            return false
+        }
+        if early { once.resume(throwing: cancelled) }
+        return !early
+    }
+
+    /// Ends the request now: the task resumes at once, the exchange on the queue stops at its next
+    /// wait and closes the connection.
+    func cancel(_ reason: TransportError) {
+        let once = state.withLock { s in
+            s.cancelled = true
+            defer { s.once = nil }
+            return s.once
+        }
+        waker.wake()
+        once?.resume(throwing: reason)
+    }
+
+    func finish(_ result: Result<TransportResponse, any Error>) {
+        let once = state.withLock { s in
+            defer { s.once = nil }
+            return s.once
+        }
+        once?.resume(with: result)
+    }
+}

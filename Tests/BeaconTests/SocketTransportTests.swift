@@ -1,0 +1,436 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import Beacon
+import BeaconTesting
+
+/// `SocketTransport`: Beacon's own HTTP/1.1 client, against the loopback collector and against
+/// servers that misbehave on purpose.
+@Suite("SocketTransport", .timeLimit(.minutes(1)))
+struct SocketTransportTests {
+    func request(_ url: URL, _ body: String = "[]", timeout: Duration = .seconds(5)) -> TransportRequest {
+        TransportRequest(url: url, headers: [("Content-Type", "application/json"), ("X-Beacon-Idempotency-Key", "k1")], body: Array(body.utf8), timeout: timeout)
+    }
+
+    /// Runs `body` and returns the ``TransportError`` it threw (recording an issue when it did not).
+    func failure(_ body: () async throws -> TransportResponse) async -> TransportError? {
+        do {
+            let response = try await body()
+            Issue.record("expected an error, got status \(response.status)")
+        } catch let error as TransportError {
+            return error
+        } catch {
+            Issue.record("expected a TransportError, got \(error)")
+        }
+        return nil
+    }
+
+    @Test("keep-alive: many requests to the loopback collector share one connection, in order")
+    func keepAliveWithCollector() async throws {
+        let collector = try LoopbackCollector()
+        defer { collector.stop() }
+        let transport = SocketTransport()
+        for i in 0..<200 {
+            let response = try await transport.send(request(collector.url, "[{\"i\":\(i)}]"))
+            #expect(response.status == 200)
+        }
+        #expect(transport.connectionsOpened == 1)
+        let received = collector.requests
+        #expect(received.count == 200)
+        #expect(received.map { String(decoding: $0.rawBody, as: UTF8.self) } == (0..<200).map { "[{\"i\":\($0)}]" })
+        #expect(received.allSatisfy { $0.method == "POST" && $0.path == "/events" && $0.header("x-beacon-idempotency-key") == "k1" })
+        #expect(await eventually(5) { transport.live.current.exchanges == 0 })
+    }
+
+    @Test("keep-alive: one connection accepted for many requests; the request is sent as given")
+    func keepAliveOneAccept() async throws {
+        let heads = Mutex<[String]>([])
+        let server = try ScriptedServer { connection, _ in
+            while let (head, body) = connection.readRequest() {
+                heads.withLock { $0.append(head) }
+                connection.answer(200, String(decoding: body, as: UTF8.self))
+            }
+        }
+        defer { server.stop() }
+        let transport = SocketTransport()
+        for i in 0..<50 {
+            let response = try await transport.send(request(server.url, "body \(i)"))
+            #expect(response.status == 200 && response.body == Array("body \(i)".utf8))
+        }
+        #expect(server.accepted == 1)
+        let first = heads.withLock { $0.first } ?? ""
+        #expect(first == "POST /events?user=u&password=s3cret HTTP/1.1\r\nHost: 127.0.0.1:\(server.port)\r\nContent-Type: application/json\r\nX-Beacon-Idempotency-Key: k1\r\nContent-Length: 6\r\n\r\n")
+    }
+
+    @Test("a server closing after each answer (without saying so) costs a new connection per request, no failure")
+    func serverClosesAfterEachAnswer() async throws {
+        let server = try ScriptedServer { connection, _ in
+            guard connection.readRequest() != nil else { return }
+            connection.answer(200, "ok")
+        }
+        defer { server.stop() }
+        let transport = SocketTransport()
+        for _ in 0..<20 {
+            #expect(try await transport.send(request(server.url)).status == 200)
+        }
+        #expect(server.accepted >= 20)
+    }
+
+    @Test("Connection: close is honoured: the next request opens a new connection")
+    func connectionClose() async throws {
+        let server = try ScriptedServer { connection, _ in
+            guard connection.readRequest() != nil else { return }
+            connection.answer(202, "bye", headers: "Connection: close\r\n")
+            connection.waitForClose()
+        }
+        defer { server.stop() }
+        let transport = SocketTransport()
+        for _ in 0..<5 {
+            let response = try await transport.send(request(server.url))
+            #expect(response.status == 202 && response.body == Array("bye".utf8))
+        }
+        #expect(server.accepted == 5)
+        #expect(transport.connectionsOpened == 5)
+    }
+
+    @Test("a chunked answer's body is joined; the connection stays usable")
+    func chunkedAnswer() async throws {
+        let server = try ScriptedServer { connection, _ in
+            while connection.readRequest() != nil {
+                connection.write("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX-Thing: a\r\nx-thing: b\r\n\r\n")
+                connection.write("5;ext=1\r\nhello\r\n")
+                connection.write("7\r\n, world\r\n0\r\nTrailer: t\r\n\r\n")
+            }
+        }
+        defer { server.stop() }
+        let transport = SocketTransport()
+        for _ in 0..<3 {
+            let response = try await transport.send(request(server.url))
+            #expect(response.status == 200)
+            #expect(String(decoding: response.body, as: UTF8.self) == "hello, world")
+            #expect(response.header("X-THING") == "a, b")
+        }
+        #expect(server.accepted == 1)
+    }
+
+    @Test("a 500 is an answer, with its body and headers quoted back")
+    func serverErrorWithBody() async throws {
+        let collector = try LoopbackCollector()
+        defer { collector.stop() }
+        collector.enqueue(.status(500, headers: ["X-ClickHouse-Exception-Code": "27"], body: "Cannot parse input: expected UInt64"))
+        let response = try await SocketTransport().send(request(collector.url))
+        #expect(response.status == 500)
+        #expect(String(decoding: response.body, as: UTF8.self) == "Cannot parse input: expected UInt64")
+        #expect(response.header("x-clickhouse-exception-code") == "27")
+    }
+
+    @Test("interim 1xx answers are skipped")
+    func interimAnswers() async throws {
+        let server = try ScriptedServer { connection, _ in
+            while connection.readRequest() != nil {
+                connection.write("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\n")
+                connection.answer(201, "made")
+            }
+        }
+        defer { server.stop() }
+        let transport = SocketTransport()
+        for _ in 0..<2 {
+            let response = try await transport.send(request(server.url))
+            #expect(response.status == 201 && response.body == Array("made".utf8) && response.header("Link") == nil)
+        }
+    }
+
+    @Test("a server that accepts but never answers: a timeout at the deadline, naming the redacted URL")
+    func neverAnswers() async throws {
+        let server = try ScriptedServer { connection, _ in
+            _ = connection.readRequest()
+            connection.waitForClose()
+        }
+        defer { server.stop() }
+        let transport = SocketTransport()
+        let clock = ContinuousClock()
+        let began = clock.now
+        let error = await failure { try await transport.send(request(server.url, timeout: .milliseconds(700))) }
+        let elapsed = began.duration(to: clock.now)
+        #expect(error?.kind == .timeout)
+        #expect(elapsed >= .milliseconds(700) && elapsed < .milliseconds(1200), "\(elapsed)")
+        #expect(error?.message.contains("http://127.0.0.1:\(server.port)/events?user=***&password=***") == true, "\(String(describing: error))")
+        #expect(error?.message.contains("s3cret") == false)
+        #expect(await eventually(5) { transport.live.current.exchanges == 0 })
+    }
+
+    @Test("connection refused is a network error naming the redacted URL")
+    func connectionRefused() async throws {
+        // Bound but not listening: nothing else can take the port meanwhile, and connecting is refused.
+        let (fd, port) = try ScriptedServer.bound()
+        defer { close(fd) }
+        let url = URL(string: "http://127.0.0.1:\(port)/e?password=s3cret")!
+        let error = await failure { try await SocketTransport().send(request(url)) }
+        #expect(error?.kind == .network)
+        #expect(error?.message.contains("http://127.0.0.1:\(port)/e?password=***") == true, "\(String(describing: error))")
+        #expect(error?.message.contains("refused") == true, "\(String(describing: error))")
+        #expect(error?.message.contains("s3cret") == false)
+    }
+
+    @Test("https and other schemes are refused with what to use instead")
+    func httpsRefused() async throws {
+        let error = await failure { try await SocketTransport().send(request(URL(string: "https://u:pw@example.com/e?k=v")!)) }
+        #expect(error?.kind == .network)
+        #expect(error?.message.contains("use HTTPTransport for https") == true)
+        #expect(error?.message.contains("pw") == false)
+    }
+
+    @Test("a host name is resolved (localhost), the default port is 80 in the Host field only when given")
+    func resolvesHostName() async throws {
+        let collector = try LoopbackCollector()
+        defer { collector.stop() }
+        // localhost may resolve to ::1 first, where the collector does not listen: the next address is tried.
+        let url = URL(string: "http://localhost:\(collector.port)/events")!
+        #expect(try await SocketTransport().send(request(url)).status == 200)
+        #expect(collector.requests.first?.header("host") == "localhost:\(collector.port)")
+        let endpoint = try SocketEndpoint(URL(string: "http://[::1]/a/b%20c?x=1#frag")!)
+        #expect(endpoint.host == "::1" && endpoint.port == 80 && endpoint.hostField == "[::1]" && endpoint.target == "/a/b%20c?x=1")
+        #expect(try SocketEndpoint(URL(string: "http://h.example")!).target == "/")
+        #expect(try SocketEndpoint(URL(string: "http://h.example?q=1")!).target == "/?q=1")
+    }
+
+    enum StaleWay: String, CaseIterable, CustomStringConvertible {
+        /// The server closed the idle connection before the next request was written.
+        case closedWhileIdle
+        /// The server read the next request and closed without any answer (a keep-alive timeout
+        /// racing the request).
+        case closedOnNextRequest
+        var description: String { rawValue }
+    }
+
+    @Test("a stale keep-alive connection closed by the server between requests: the next send succeeds", arguments: StaleWay.allCases)
+    func staleConnection(way: StaleWay) async throws {
+        let firstClosed = Mutex(false)
+        let server = try ScriptedServer { connection, index in
+            guard connection.readRequest() != nil else { return }
+            connection.answer(200, "first")
+            if index == 0 {
+                if way == .closedOnNextRequest { _ = connection.readRequest() }
+                connection.close()
+                firstClosed.withLock { $0 = true }
+                return
+            }
+            while connection.readRequest() != nil { connection.answer(200, "again") }
+        }
+        defer { server.stop() }
+        let transport = SocketTransport()
+        #expect(try await transport.send(request(server.url)).status == 200)
+        if way == .closedWhileIdle { #expect(await eventually(5) { firstClosed.withLock { $0 } }) }
+        let response = try await transport.send(request(server.url))
+        #expect(response.status == 200)
+        #expect(server.accepted == 2)
+        #expect(server.requests == (way == .closedOnNextRequest ? 3 : 2))
+    }
+
+    @Test("a new connection closed before any answer is not retried: a network error")
+    func freshConnectionClosedIsAnError() async throws {
+        let server = try ScriptedServer { connection, _ in
+            _ = connection.readRequest()
+        }
+        defer { server.stop() }
+        let error = await failure { try await SocketTransport().send(request(server.url)) }
+        #expect(error?.kind == .network)
+        #expect(error?.message.contains("before any answer") == true, "\(String(describing: error))")
+        #expect(server.requests == 1)
+    }
+
+    @Test("a 1 MiB request body arrives whole")
+    func largeBody() async throws {
+        let collector = try LoopbackCollector()
+        defer { collector.stop() }
+        var generator = SplitMix(state: 7)
+        let body = (0..<(1 << 20)).map { _ in UInt8.random(in: 0x20...0x7E, using: &generator) }
+        let transport = SocketTransport()
+        for _ in 0..<3 {
+            let response = try await transport.send(TransportRequest(url: collector.url, body: body, timeout: .seconds(10)))
+            #expect(response.status == 200)
+        }
+        #expect(collector.requests.map(\.rawBody) == [body, body, body])
+    }
+
+    @Test("an answer body beyond the cap is read and dropped; the connection stays usable")
+    func answerBodyCapped() async throws {
+        let big = String(repeating: "z", count: 3 << 20)
+        let server = try ScriptedServer { connection, _ in
+            while connection.readRequest() != nil { connection.answer(413, big) }
+        }
+        defer { server.stop() }
+        let transport = SocketTransport(maxResponseBodyBytes: 1 << 20)
+        for _ in 0..<2 {
+            let response = try await transport.send(request(server.url))
+            #expect(response.status == 413 && response.body.count == 1 << 20)
+        }
+        #expect(server.accepted == 1)
+    }
+
+    @Test("cancellation ends the request at once, closes its connection, and the next request works")
+    func cancellation() async throws {
+        let collector = try LoopbackCollector()
+        defer { collector.stop() }
+        collector.enqueue(.never)
+        let transport = SocketTransport()
+        let task = Task { try await transport.send(request(collector.url, timeout: .seconds(30))) }
+        await collector.waitForRequests(count: 1)
+        let clock = ContinuousClock()
+        let began = clock.now
+        task.cancel()
+        let outcome = await task.result
+        #expect(began.duration(to: clock.now) < .seconds(5))
+        guard case .failure(let error as TransportError) = outcome, error.kind == .cancelled else {
+            Issue.record("expected a cancellation, got \(outcome)")
+            return
+        }
+        #expect(error.message.contains(collector.url.absoluteString))
+        #expect(try await transport.send(request(collector.url)).status == 200)
+        #expect(transport.connectionsOpened == 2)
+        #expect(await eventually(5) { transport.live.current.exchanges == 0 })
+    }
+
+    @Test("a task cancelled before it sends gets .cancelled and nothing is sent")
+    func cancelledBeforeSending() async throws {
+        let collector = try LoopbackCollector()
+        defer { collector.stop() }
+        let transport = SocketTransport()
+        let task = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try await transport.send(request(collector.url))
+        }
+        let outcome = await task.result
+        guard case .failure(let error as TransportError) = outcome, error.kind == .cancelled else {
+            Issue.record("expected a cancellation, got \(outcome)")
+            return
+        }
+        #expect(collector.requests.isEmpty)
+    }
+
+    @Test("concurrent sends wait their turn on the one connection")
+    func concurrentSends() async throws {
+        let collector = try LoopbackCollector()
+        defer { collector.stop() }
+        let transport = SocketTransport()
+        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+            for i in 0..<40 { group.addTask { try await transport.send(self.request(collector.url, "[\(i)]")).status } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(statuses == Array(repeating: 200, count: 40))
+        #expect(collector.requests.count == 40)
+        #expect(transport.connectionsOpened == 1)
+    }
+
+    @Test("the uploader delivers a tracker's events in order through it")
+    func trackerEndToEnd() async throws {
+        let dir = DeliveryTempDir()
+        defer { dir.remove() }
+        let collector = try LoopbackCollector()
+        defer { collector.stop() }
+        var config = Beacon.Configuration(directory: dir.path, serverURL: collector.url)
+        config.lifecycleEvents = false
+        config.diagnostics = { _ in }
+        var delivery = DeliveryConfiguration(url: collector.url)
+        delivery.flushInterval = nil
+        delivery.batchSize = 25
+        config.delivery = delivery
+        let transport = SocketTransport()
+        config.transport = transport
+        let beacon = try Beacon(configuration: config)
+        for n in 0..<1000 { beacon.track("Numbered", properties: ["n": .int(n)]) }
+        let result = await beacon.flush()
+        guard case .drained = result.outcome else { Issue.record("expected drained, got \(result)"); return }
+        #expect(collector.acceptedEvents.compactMap { numberedN($0) } == Array(0..<1000))
+        #expect(transport.connectionsOpened == 1)
+        await beacon.shutdown()
+    }
+}
+
+/// The answer parser, fed in pieces: where the bytes split never changes what it reads.
+@Suite("SocketTransport: the answer parser")
+struct HTTPResponseParserTests {
+    struct Case: CustomStringConvertible, Sendable {
+        var name: String
+        var bytes: [UInt8]
+        var status: Int
+        var body: String
+        var keepsAlive: Bool
+        var headers: [String: String] = [:]
+        var untilClose = false
+        var description: String { name }
+    }
+
+    static let cases: [Case] = [
+        Case(name: "content-length", bytes: Array("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-A: 1\r\n\r\nhello".utf8), status: 200, body: "hello", keepsAlive: true, headers: ["X-A": "1", "Content-Length": "5"]),
+        Case(name: "chunked with extension and trailer", bytes: Array("HTTP/1.1 500 Internal Server Error\r\nTransfer-Encoding: chunked\r\n\r\n4;x=y\r\nbad \r\n3\r\nrow\r\n0\r\nT: 1\r\n\r\n".utf8), status: 500, body: "bad row", keepsAlive: true, headers: ["Transfer-Encoding": "chunked"]),
+        Case(name: "interim answers first", bytes: Array("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 102 Processing\r\nA: b\r\n\r\nHTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n".utf8), status: 204, body: "", keepsAlive: false, headers: ["Connection": "close"]),
+        Case(name: "folded and repeated fields, bare LF", bytes: Array("HTTP/1.1 429 Too Many\nRetry-After: 1\nX-L: a\n  b\nx-l: c\nContent-Length: 0\n\n".utf8), status: 429, body: "", keepsAlive: true, headers: ["Retry-After": "1", "X-L": "a b, c", "Content-Length": "0"]),
+        Case(name: "HTTP/1.0 keep-alive", bytes: Array("HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 2\r\n\r\nok".utf8), status: 200, body: "ok", keepsAlive: true, headers: ["Connection": "Keep-Alive", "Content-Length": "2"]),
+        Case(name: "until close", bytes: Array("HTTP/1.1 200\r\n\r\nthe rest".utf8), status: 200, body: "the rest", keepsAlive: false, untilClose: true),
+    ]
+
+    /// Feeds `pieces` and finishes; the response and the parser's view of the connection.
+    func parse(_ pieces: [ArraySlice<UInt8>], untilClose: Bool) throws -> (TransportResponse, Bool)? {
+        var parser = HTTPResponseParser()
+        for piece in pieces {
+            let used = try Array(piece).withUnsafeBytes { try parser.consume($0) }
+            #expect(used == piece.count)
+        }
+        if untilClose { try parser.finish() }
+        guard parser.isComplete else { return nil }
+        let keeps = parser.keepsAlive
+        return (parser.takeResponse(), keeps)
+    }
+
+    @Test("every split point of an answer across two reads gives the same answer", arguments: cases)
+    func everySplit(_ c: Case) throws {
+        for split in 0...c.bytes.count {
+            let parsed = try parse([c.bytes[..<split], c.bytes[split...]], untilClose: c.untilClose)
+            guard let (response, keeps) = parsed else { Issue.record("split \(split): incomplete"); continue }
+            #expect(response.status == c.status, "split \(split)")
+            #expect(String(decoding: response.body, as: UTF8.self) == c.body, "split \(split)")
+            #expect(response.headers == c.headers, "split \(split)")
+            #expect(keeps == c.keepsAlive, "split \(split)")
+        }
+        let bytewise = try parse(c.bytes.indices.map { c.bytes[$0...$0] }, untilClose: c.untilClose)
+        #expect(bytewise?.0.body == Array(c.body.utf8))
+    }
+
+    @Test("every truncation of an answer is incomplete, and the connection's end says so", arguments: cases.filter { !$0.untilClose })
+    func everyTruncation(_ c: Case) throws {
+        for length in 0..<c.bytes.count {
+            var parser = HTTPResponseParser()
+            _ = try Array(c.bytes[..<length]).withUnsafeBytes { try parser.consume($0) }
+            #expect(!parser.isComplete, "length \(length)")
+            #expect(parser.receivedAny == (length > 0))
+            #expect(throws: HTTPResponseParser.Malformed.self, "length \(length)") { try parser.finish() }
+        }
+    }
+
+    @Test("bytes after a complete answer are not used")
+    func stopsAfterAnswer() throws {
+        var parser = HTTPResponseParser()
+        let bytes = Array("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200".utf8)
+        let used = try bytes.withUnsafeBytes { try parser.consume($0) }
+        #expect(used == bytes.count - 12 && parser.isComplete)
+    }
+
+    @Test("malformed answers are refused with what is wrong", arguments: [
+        "HTTP/2 200\r\n\r\n", "SSH-2.0-OpenSSH\r\n", "HTTP/1.1 2x0 OK\r\n\r\n", "HTTP/1.1 200 OK\r\nNoColon\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", "HTTP/1.1 200 OK\r\nContent-Length: 1, 2\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n",
+    ])
+    func malformed(_ text: String) {
+        var parser = HTTPResponseParser()
+        #expect(throws: HTTPResponseParser.Malformed.self) { _ = try Array(text.utf8).withUnsafeBytes { try parser.consume($0) } }
+    }
+
+    @Test("a head longer than the limit is refused")
+    func headLimit() {
+        var parser = HTTPResponseParser(maxHeadBytes: 1024)
+        let text = "HTTP/1.1 200 OK\r\nX: " + String(repeating: "a", count: 2000) + "\r\n\r\n"
+        #expect(throws: HTTPResponseParser.Malformed.self) { _ = try Array(text.utf8).withUnsafeBytes { try parser.consume($0) } }
+    }
+}
