@@ -84,6 +84,46 @@ struct DeliveryAcknowledgementTests {
         #expect(resent.flatMap { trackIDs(in: $0) } == Array(durable..<80), "then the rest, in order, once")
     }
 
+    @Test("two crashes in a row: ranges an earlier run sent that the restart has not reached yet stay in delivery.inflight, so the third run cuts them as they were sent")
+    func crashBeforeReachingEarlierRanges() async throws {
+        let first = DeliveryTempDir(), second = DeliveryTempDir(), third = DeliveryTempDir()
+        defer { first.remove(); second.remove(); third.remove() }
+        // Run 1: 27 events in batches of 10; killed during the third request, a tail of 7.
+        let log = try deliveryLog(first, events: 0..<27)
+        let transport = InMemoryTransport()
+        transport.setHandler { request in
+            if trackIDs(in: request).first == 20 { try? FileManager.default.copyItem(atPath: first.path, toPath: second.path) }
+            return nil
+        }
+        _ = await Uploader(log: log, configuration: testDelivery(batch: 10), transport: transport, clock: ManualClock(), diagnostics: { _ in }).flush()
+        let sent = transport.requests
+        #expect(sent.map { trackIDs(in: $0) } == [Array(0..<10), Array(10..<20), Array(20..<27)])
+
+        // Run 2: more events came; killed during its second request, before it reached the tail.
+        let log2 = try BeaconLog(directory: second.path)
+        #expect(log2.checkpoint.seq == 0, "no acknowledgement of run 1 was durable yet")
+        for i in 27..<60 { try log2.append(deliveryEvent(i)) }
+        try log2.sync()
+        let transport2 = InMemoryTransport()
+        transport2.setHandler { request in
+            if trackIDs(in: request).first == 10 { try? FileManager.default.copyItem(atPath: second.path, toPath: third.path) }
+            return nil
+        }
+        _ = await Uploader(log: log2, configuration: testDelivery(batch: 10), transport: transport2, clock: ManualClock(), diagnostics: { _ in }).flush()
+
+        // Run 3: the tail run 1 sent goes again as it was sent, with its key.
+        let log3 = try BeaconLog(directory: third.path)
+        let transport3 = InMemoryTransport()
+        let result = await Uploader(log: log3, configuration: testDelivery(batch: 10), transport: transport3, clock: ManualClock(), diagnostics: { _ in }).flush()
+        #expect(result.outcome.isComplete)
+        let resent = transport3.requests
+        try #require(resent.count >= 3)
+        #expect(resent.prefix(3).map { trackIDs(in: $0) } == sent.map { trackIDs(in: $0) })
+        #expect(resent.prefix(3).map { $0.header("Idempotency-Key") } == sent.map { $0.header("Idempotency-Key") })
+        #expect(log3.checkpoint.seq == 60)
+        #expect(resent.flatMap { trackIDs(in: $0) } == Array(0..<60), "from run 1's checkpoint, in order, once")
+    }
+
     @Test("a backlog's checkpoint is made durable once per group of batches, not once per request")
     func checkpointWritesPerGroup() async throws {
         let dir = DeliveryTempDir()

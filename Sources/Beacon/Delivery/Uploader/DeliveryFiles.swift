@@ -46,8 +46,9 @@ struct RejectedFile {
 /// differently cut batch. One line per range, `<seq of the checkpoint when it was sent> <number
 /// of records read> <times sent> <failed passes>` (the third field, for `X-Beacon-Retry`, may be
 /// missing: 1; the fourth, the passes that ended with a retryable answer, for isolation, may be
-/// missing: 0): the request in flight, and before it the batches (at most eight) whose
-/// acknowledgements are not durable yet (a restart resumes at whichever starts at the checkpoint).
+/// missing: 0): the request in flight, before it the batches (at most eight) whose
+/// acknowledgements are not durable yet, and after it those an earlier run sent that this one has
+/// not reached yet (a restart resumes at whichever starts at the checkpoint).
 ///
 /// Rewritten in place with one `pwrite` of a fixed-size record (padded with spaces) on a file
 /// kept open, through the log's file-system seam; not fsynced: it matters after a process crash,
@@ -55,8 +56,11 @@ struct RejectedFile {
 /// re-cut (still at-least-once, only the key differs).
 final class InflightFile: Sendable {
     static let fileName = "delivery.inflight"
-    /// The record's size: room for nine ranges of four 20-digit numbers.
-    static let recordSize = 768
+    /// The most ranges the file holds: the acknowledgements outstanding, the request in flight
+    /// and as many ranges of an earlier run not reached yet.
+    static let capacity = 2 * Uploader.maxOutstandingAcknowledgements + 1
+    /// The record's size: room for `capacity` ranges of four 20-digit numbers.
+    static let recordSize = 1536
     let path: String
     let fileSystem: any FileSystem
     private let file = Mutex<LogFile?>(nil)
@@ -96,9 +100,9 @@ final class InflightFile: Sendable {
         return ranges
     }
 
-    /// Replaces the file's ranges with `ranges` (at most nine).
+    /// Replaces the file's ranges with `ranges` (at most `capacity`).
     func save(_ ranges: [Range]) throws {
-        precondition(ranges.count <= 9, "delivery.inflight holds at most nine ranges")
+        precondition(ranges.count <= Self.capacity, "delivery.inflight holds at most \(Self.capacity) ranges")
         // Written on every request: digits straight into the record, no strings.
         var record = [UInt8](repeating: UInt8(ascii: " "), count: Self.recordSize)
         record.withUnsafeMutableBufferPointer { buffer in

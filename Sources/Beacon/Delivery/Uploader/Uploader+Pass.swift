@@ -390,9 +390,14 @@ extension Uploader {
         let last = session.batchIndex(coveringSendable: session.machine.committed + resume.count)
         let range = InflightFile.Range(firstSeq: session.checkpointSeq, count: last - session.ackedThrough, sends: max(1, resume.sends), failures: session.machine.resumeFailures)
         guard range != savedInflight else { return }
-        // One pwrite of 192 bytes into the page cache, on this actor: a hop to the I/O queue and
-        // back would cost more than the write, between an answer and the next request.
-        try inflightFile.save(acknowledging.compactMap(\.range) + [range])
+        // Ranges an earlier run sent beyond this one stay listed until they are reached: a crash
+        // before then must not let the next run cut them differently.
+        let end = range.firstSeq + UInt64(range.count)
+        var ranges = acknowledging.compactMap(\.range) + [range] + earlierInflight.filter { $0.firstSeq >= end }
+        ranges.removeLast(max(0, ranges.count - InflightFile.capacity))
+        // One pwrite into the page cache, on this actor: a hop to the I/O queue and back would
+        // cost more than the write, between an answer and the next request.
+        try inflightFile.save(ranges)
         savedInflight = range
     }
 }
