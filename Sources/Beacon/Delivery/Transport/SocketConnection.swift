@@ -50,24 +50,25 @@ struct SocketEndpoint: Sendable {
     }
 }
 
-/// Wakes a thread waiting in `poll` (a non-blocking socket pair): how a cancellation reaches a blocked
-/// exchange.
+/// Wakes a thread waiting in `poll` (a non-blocking socket pair): how a cancellation reaches a
+/// blocked exchange.
 final class SocketWaker: Sendable {
-    /// The end `poll` watches.
+    /// The end `poll` watches; -1 when the pair could not be made (no file descriptor left): then
+    /// waits are cut into slices of ``sliceWithoutPair`` milliseconds to notice a cancellation.
     let fd: Int32
     private let writeEnd: Int32
+    static let sliceWithoutPair: UInt64 = 100
 
-    init() throws(TransportError) {
+    init() {
         var ends: (Int32, Int32) = (-1, -1)
         let made = withUnsafeMutableBytes(of: &ends) { socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, $0.baseAddress!.assumingMemoryBound(to: Int32.self)) }
-        guard made == 0 else { throw TransportError(.network, "socketpair failed: \(String(cString: strerror(errno)))") }
-        fd = ends.0
-        writeEnd = ends.1
+        fd = made == 0 ? ends.0 : -1
+        writeEnd = made == 0 ? ends.1 : -1
     }
 
     deinit {
-        close(fd)
-        close(writeEnd)
+        if fd >= 0 { close(fd) }
+        if writeEnd >= 0 { close(writeEnd) }
     }
 
     func wake() {
@@ -107,8 +108,8 @@ final class SocketConnection: @unchecked Sendable {
     /// Connections opened so far (for tests and the benchmark).
     private(set) var opened = 0
 
-    init(maxResponseBodyBytes: Int, readBufferBytes: Int = 64 << 10) throws(TransportError) {
-        waker = try SocketWaker()
+    init(maxResponseBodyBytes: Int, readBufferBytes: Int = 64 << 10) {
+        waker = SocketWaker()
         parser = HTTPResponseParser(maxBodyBytes: maxResponseBodyBytes)
         buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: readBufferBytes, alignment: 16)
     }
@@ -238,7 +239,8 @@ final class SocketConnection: @unchecked Sendable {
             if isCancelled() { throw .cancelled }
             let now = DispatchTime.now().uptimeNanoseconds
             guard now < deadline else { throw .timeout }
-            let milliseconds = min((deadline - now + 999_999) / 1_000_000, UInt64(Int32.max))
+            var milliseconds = min((deadline - now + 999_999) / 1_000_000, UInt64(Int32.max))
+            if waker.fd < 0 { milliseconds = min(milliseconds, SocketWaker.sliceWithoutPair) }
             var fds = (pollfd(fd: socket, events: events, revents: 0), pollfd(fd: waker.fd, events: Int16(POLLIN), revents: 0))
             let ready = withUnsafeMutableBytes(of: &fds) {
                 poll($0.baseAddress!.assumingMemoryBound(to: pollfd.self), 2, Int32(milliseconds))

@@ -35,12 +35,7 @@ public final class SocketTransport: Transport {
 
     /// A transport keeping at most `maxResponseBodyBytes` of an answer's body.
     init(maxResponseBodyBytes: Int) {
-        do {
-            connection = try SocketConnection(maxResponseBodyBytes: maxResponseBodyBytes)
-        } catch {
-            // Only eventfd can fail here (out of file descriptors): nothing could be sent anyway.
-            fatalError("SocketTransport: \(error)")
-        }
+        connection = SocketConnection(maxResponseBodyBytes: maxResponseBodyBytes)
     }
 
     /// How many connections this transport opened (for tests and the benchmark).
@@ -58,7 +53,7 @@ public final class SocketTransport: Transport {
                 queue.async { [connection] in
                     guard !exchange.isCancelled else { return }
                     // The deadline starts when the request gets the connection, not while it waits its turn.
-                    let deadline = DispatchTime.now().uptimeNanoseconds &+ UInt64(max(0, request.timeout.seconds) * 1e9)
+                    let deadline = DispatchTime.now().uptimeNanoseconds &+ UInt64(min(max(0, request.timeout.seconds), 1e9) * 1e9)
                     let result: Result<TransportResponse, any Error>
                     do throws(SocketConnection.Failure) {
                         result = .success(try connection.exchange(request, to: endpoint, deadline: deadline) { exchange.isCancelled })
