@@ -9,8 +9,9 @@ final class ScriptedServer: Sendable {
     let port: UInt16
     private let counts = Mutex((accepted: 0, requests: 0))
 
-    init(serve: @escaping @Sendable (ScriptedConnection, Int) -> Void) throws {
-        let (fd, port) = try Self.bound()
+    /// Listens on 127.0.0.1, or on ::1 with `ipv6`.
+    init(ipv6: Bool = false, serve: @escaping @Sendable (ScriptedConnection, Int) -> Void) throws {
+        let (fd, port) = try ipv6 ? Self.boundIPv6() : Self.bound()
         guard listen(fd, 64) == 0 else { throw POSIXError(.EADDRINUSE) }
         listener = fd
         self.port = port
@@ -50,6 +51,25 @@ final class ScriptedServer: Sendable {
         }
         guard bound else { throw POSIXError(.EADDRINUSE) }
         return (fd, UInt16(bigEndian: address.sin_port))
+    }
+
+    /// A socket bound to a free port of ::1, not listening yet.
+    static func boundIPv6() throws -> (Int32, UInt16) {
+        let fd = socket(AF_INET6, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in6()
+        address.sin6_family = sa_family_t(AF_INET6)
+        address.sin6_addr = in6addr_loopback
+        var length = socklen_t(MemoryLayout<sockaddr_in6>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                bind(fd, pointer, length) == 0 && getsockname(fd, pointer, &length) == 0
+            }
+        }
+        guard fd >= 0, bound else {
+            if fd >= 0 { close(fd) }
+            throw POSIXError(.EADDRNOTAVAIL)
+        }
+        return (fd, UInt16(bigEndian: address.sin6_port))
     }
 
     /// A URL of this server with a secret in its query, which no message may show.

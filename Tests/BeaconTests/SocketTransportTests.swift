@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import Synchronization
 import Testing
@@ -239,18 +240,61 @@ struct SocketTransportTests {
         #expect(server.requests == 1)
     }
 
-    @Test("a 1 MiB request body arrives whole")
-    func largeBody() async throws {
+    @Test("a large request body arrives whole (16 MiB: more than the socket buffers, so written in parts)", arguments: [1 << 20, 16 << 20])
+    func largeBody(size: Int) async throws {
         let collector = try LoopbackCollector()
         defer { collector.stop() }
         var generator = SplitMix(state: 7)
-        let body = (0..<(1 << 20)).map { _ in UInt8.random(in: 0x20...0x7E, using: &generator) }
+        // A random 64 KiB block, then the same block shifted by one byte each time: no two parts alike.
+        let block = (0..<(64 << 10)).map { _ in UInt8.random(in: 0x20...0x7E, using: &generator) }
+        var body: [UInt8] = []
+        body.reserveCapacity(size)
+        for part in 0..<(size / block.count) { body += block[part...] + block[..<part] }
         let transport = SocketTransport()
-        for _ in 0..<3 {
-            let response = try await transport.send(TransportRequest(url: collector.url, body: body, timeout: .seconds(10)))
+        for _ in 0..<2 {
+            let response = try await transport.send(TransportRequest(url: collector.url, body: body, timeout: .seconds(20)))
             #expect(response.status == 200)
         }
-        #expect(collector.requests.map(\.rawBody) == [body, body, body])
+        #expect(collector.requests.map(\.rawBody) == [body, body])
+    }
+
+    @Test("a server that stops reading times the write out at the deadline")
+    func writeTimesOut() async throws {
+        let done = DispatchSemaphore(value: 0)
+        let server = try ScriptedServer { connection, _ in
+            done.wait()
+            connection.waitForClose()
+        }
+        defer { server.stop() }
+        let body = [UInt8](repeating: 0x61, count: 64 << 20)
+        let clock = ContinuousClock()
+        let began = clock.now
+        let error = await failure { try await SocketTransport().send(TransportRequest(url: server.url, body: body, timeout: .milliseconds(600))) }
+        done.signal()
+        let elapsed = began.duration(to: clock.now)
+        #expect(error?.kind == .timeout, "\(String(describing: error))")
+        #expect(elapsed >= .milliseconds(600) && elapsed < .milliseconds(1100), "\(elapsed)")
+    }
+
+    @Test("an IPv6 literal host is reached over IPv6")
+    func ipv6() async throws {
+        let heads = Mutex<[String]>([])
+        let server: ScriptedServer
+        do {
+            server = try ScriptedServer(ipv6: true) { connection, _ in
+                while let (head, _) = connection.readRequest() {
+                    heads.withLock { $0.append(head) }
+                    connection.answer(200, "six")
+                }
+            }
+        } catch {
+            // No IPv6 loopback on this machine: nothing to check.
+            return
+        }
+        defer { server.stop() }
+        let response = try await SocketTransport().send(request(URL(string: "http://[::1]:\(server.port)/v6")!))
+        #expect(response.status == 200 && response.body == Array("six".utf8))
+        #expect(heads.withLock { $0.first?.hasPrefix("POST /v6 HTTP/1.1\r\nHost: [::1]:\(server.port)\r\n") } == true)
     }
 
     @Test("an answer body beyond the cap is read and dropped; the connection stays usable")
