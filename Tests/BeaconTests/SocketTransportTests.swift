@@ -488,6 +488,20 @@ struct HTTPResponseParserTests {
         #expect(throws: HTTPResponseParser.Malformed.self) { _ = try Array(text.utf8).withUnsafeBytes { try parser.consume($0) } }
     }
 
+    @Test("a chunked body of many small chunks is read whole: the head limit counts each chunk's size line, not all of them")
+    func manySmallChunks() throws {
+        var parser = HTTPResponseParser(maxHeadBytes: 1024)
+        var text = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        for _ in 0..<20_000 { text += "1\r\nx\r\n" }
+        text += "0\r\n\r\n"
+        let used = try Array(text.utf8).withUnsafeBytes { try parser.consume($0) }
+        #expect(used == text.utf8.count && parser.isComplete)
+        #expect(parser.takeResponse().body == [UInt8](repeating: UInt8(ascii: "x"), count: 20_000))
+        var long = HTTPResponseParser(maxHeadBytes: 1024)
+        let oversized = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1;" + String(repeating: "e", count: 2000) + "\r\nx\r\n0\r\n\r\n"
+        #expect(throws: HTTPResponseParser.Malformed.self) { _ = try Array(oversized.utf8).withUnsafeBytes { try long.consume($0) } }
+    }
+
     @Test("a head longer than the limit is refused")
     func headLimit() {
         var parser = HTTPResponseParser(maxHeadBytes: 1024)

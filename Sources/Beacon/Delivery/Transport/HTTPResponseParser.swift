@@ -4,7 +4,8 @@
 /// joined with ", "), skips interim `1xx` answers, and reads the body by `Content-Length`, by
 /// `Transfer-Encoding: chunked` or until the connection closes. At most `maxBodyBytes` of the body
 /// are kept; the rest is read and dropped, so a collector answering gigabytes cannot fill memory.
-/// The head of an answer may be at most `maxHeadBytes`.
+/// The head of an answer may be at most `maxHeadBytes`, and so may each chunk size line and the
+/// trailers.
 ///
 /// ```swift
 /// var parser = HTTPResponseParser()
@@ -102,6 +103,8 @@ struct HTTPResponseParser {
             case .chunkDataEnd:
                 guard let text = try readLine(input, &index) else { return index }
                 guard text.isEmpty else { throw Malformed(description: "a chunk of the body is longer than its size says") }
+                // The limit holds for each chunk's size line, and for the trailers together.
+                headBytes = 0
                 phase = .chunkSize
             case .untilClose:
                 keep(UnsafeRawBufferPointer(rebasing: input[index...]))
@@ -181,6 +184,7 @@ struct HTTPResponseParser {
             if text.isEmpty { try endOfHead() } else { try takeField(text) }
         case .chunkSize:
             let size = try chunkSize(text)
+            headBytes = 0
             phase = size == 0 ? .trailers : .chunkData(remaining: size)
         case .trailers:
             if text.isEmpty { phase = .complete }
@@ -245,6 +249,7 @@ struct HTTPResponseParser {
             guard encoding.split(separator: ",").last?.trimmingSpaces == "chunked" else {
                 throw Malformed(description: "the answer's body has a transfer encoding other than chunked: '\(encoding)'")
             }
+            headBytes = 0
             phase = .chunkSize
         } else if let length = field("content-length") {
             // Repeated identical lengths were folded as "n, n".
