@@ -38,7 +38,7 @@ final class DeliveryState: Sendable {
         }
         let diagnostics = configuration.diagnostics
         uploader = Uploader(
-            log: log, configuration: delivery, transport: configuration.transport ?? HTTPTransport(),
+            log: log, configuration: delivery, transport: configuration.transport,
             clock: configuration.monotonicClock, now: configuration.wallClock,
             diagnostics: { diagnostics(BeaconDiagnostic(kind: .delivery, message: $0)) })
     }

@@ -86,8 +86,9 @@ extension Beacon {
         /// `maxEventAge`. `serverURL` replaces its `url`. Default: the defaults of
         /// ``DeliveryConfiguration``. Backoff and intervals run on ``monotonicClock``.
         public var delivery: DeliveryConfiguration?
-        /// How upload requests are sent. Default nil: an ``HTTPTransport`` (URLSession). For an
-        /// `http://` collector, ``SocketTransport`` costs less CPU and keeps memory flat.
+        /// How upload requests are sent. Default nil: ``Uploader/defaultTransport(for:environment:)``,
+        /// Beacon's own ``SocketTransport`` for a plain `http://` collector reached directly (less
+        /// CPU, flat memory), ``HTTPTransport`` (URLSession) for `https://` or behind a proxy.
         public var transport: (any Transport)?
 
         /// The file-operation seam of the log and of the tracker's own files; tests replace it

@@ -97,19 +97,21 @@ public actor Uploader {
     /// Flush calls that joined a flush already running (for tests).
     var sharedFlushJoins = 0
 
-    /// An uploader for `log`, sending with `transport` (default ``HTTPTransport``).
+    /// An uploader for `log`, sending with `transport` (default: ``defaultTransport(for:environment:)``
+    /// for the configured URL).
     ///
     /// - Parameters:
     ///   - log: an open log holding the reader lock (access `.readWrite` or `.read`).
     ///   - configuration: where and how to send.
-    ///   - transport: how requests are sent; tests pass an in-memory one.
+    ///   - transport: how requests are sent (nil: ``defaultTransport(for:environment:)``); tests
+    ///     pass an in-memory one.
     ///   - clock: the monotonic clock for backoff, intervals and deadlines.
     ///   - now: the wall clock, for `X-Beacon-Sent-At`, clock skew and event expiry.
     ///   - diagnostics: where loud reports go (paused delivery); standard error by default.
     public init(
         log: BeaconLog,
         configuration: DeliveryConfiguration,
-        transport: any Transport = HTTPTransport(),
+        transport: (any Transport)? = nil,
         clock: any Clock<Duration> = ContinuousClock(),
         now: @escaping @Sendable () -> Date = { Date() },
         diagnostics: @escaping @Sendable (String) -> Void = { FileHandle.standardError.write(Data(("beacon: " + $0 + "\n").utf8)) }
@@ -121,7 +123,7 @@ public actor Uploader {
         precondition((configuration.catchUpBatchSize ?? 1) > 0, "catchUpBatchSize must be positive")
         self.log = log
         self.configuration = configuration
-        self.transport = transport
+        self.transport = transport ?? Self.defaultTransport(for: configuration.url)
         self.time = MonotonicTime(clock)
         self.wallClock = now
         self.diagnostics = diagnostics
