@@ -264,6 +264,18 @@ struct SocketTransportTests {
         #expect(collector.requests.map(\.rawBody) == [body, body])
     }
 
+    /// (The transport writes with MSG_NOSIGNAL, so that EPIPE is an error, not SIGPIPE; the test
+    /// process may ignore SIGPIPE anyway, so this test cannot tell.)
+    @Test("a server closing while the body is written: a network error, not a hang")
+    func closedWhileWriting() async throws {
+        let server = try ScriptedServer { connection, _ in connection.close() }
+        defer { server.stop() }
+        let body = [UInt8](repeating: 0x61, count: 16 << 20)
+        let error = await failure { try await SocketTransport().send(TransportRequest(url: server.url, body: body, timeout: .seconds(20))) }
+        #expect(error?.kind == .network, "\(String(describing: error))")
+        #expect(error?.message.contains("before any answer") == true, "\(String(describing: error))")
+    }
+
     @Test("a server that stops reading times the write out at the deadline")
     func writeTimesOut() async throws {
         let done = DispatchSemaphore(value: 0)
