@@ -31,7 +31,11 @@ enum SoakPhase: BenchPhase {
         defer { collector.stop() }
         var config = Beacon.Configuration(directory: try context.scratch("beacon-soak"), serverURL: collector.url)
         config.lifecycleEvents = false
-        if options.transport == "socket" { config.transport = SocketTransport() }
+        switch options.transport {
+        case "socket": config.transport = SocketTransport()
+        case "urlsession": config.transport = HTTPTransport()
+        default: break  // the library's default
+        }
         let beacon = try Beacon(configuration: config)
         defer { _ = blockOn { await beacon.shutdown(deadline: .seconds(5)) } }
         let startMiB = Memory.currentMiB
@@ -196,15 +200,15 @@ struct SoakOptions {
     var seconds: Double?
     var rate: Int?
     var backlog: Int?
-    /// `--soak-transport`: the tracker's transport, `urlsession` (default) or `socket`.
-    var transport = "urlsession"
+    /// `--soak-transport`: the tracker's transport, `default` (the library's default), `urlsession` or `socket`.
+    var transport = "default"
 
     struct Resolved {
         var seconds: Double
         var rate: Int
         var backlog: Int
         var rawRequests: Int
-        var transport = "urlsession"
+        var transport = "default"
         /// Samples before this many seconds are the warm-up: 30 s, or a third of a shorter run.
         var warmup: Double { min(30, seconds / 3) }
     }

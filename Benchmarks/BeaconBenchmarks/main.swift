@@ -30,7 +30,8 @@ let usage = """
       --soak-rate N     soak: events tracked per second, paced (default 20000; 5000 with --quick)
       --soak-backlog N  soak: events of the backlog tracked afterwards as fast as possible and
                         drained (default 500000; 20000 with --quick; 0 skips it)
-      --soak-transport T  soak: the tracker's transport, urlsession (default) or socket
+      --soak-transport T  soak: the tracker's transport, default (the library's: socket for this
+                          http collector), urlsession or socket
       --dir PATH    where the data goes (default: a new .beacon-bench-XXXXXX in the working
                     directory, on its file system, removed afterwards)
     """
@@ -85,7 +86,7 @@ while let argument = arguments.popFirst() {
         soakOptions.backlog = n
     case "--soak-transport":
         let text = value()
-        guard text == "urlsession" || text == "socket" else { fail("--soak-transport must be urlsession or socket, not '\(text)'") }
+        guard ["default", "urlsession", "socket"].contains(text) else { fail("--soak-transport must be default, urlsession or socket, not '\(text)'") }
         soakOptions.transport = text
     case "--help", "-h":
         print(usage)

@@ -12,7 +12,7 @@ struct SendCommand: Command {
     static let usage = """
         beacon send DIR --url URL [--batch N] [--catch-up-batch N] [--format array|envelope|ndjson]
                         [--gzip] [--header 'K: V']... [--follow] [--retries N]
-                        [--transport urlsession|socket]
+                        [--transport auto|urlsession|socket]
           Uploads DIR's pending events to URL in order with Beacon's uploader, holding DIR's
           reader lock (a service may keep appending), and acknowledges each batch when the
           collector answers 2xx. Answers are handled as the library does: 5xx, 408, 429 and
@@ -33,8 +33,9 @@ struct SendCommand: Command {
           --retries N     without --follow: transient failures in a row without progress (no
                           event delivered in between) before giving up (default 5; at least 3
                           for an event that keeps failing to be isolated and set aside)
-          --transport T   urlsession (default: URLSession, http and https) or socket (Beacon's
-                          own HTTP/1.1 client, http only: less CPU a request, flat memory)
+          --transport T   auto (default: socket for a plain http URL, urlsession for https or
+                          when http_proxy/all_proxy is set), socket (Beacon's own HTTP/1.1
+                          client, http only: less CPU a request, flat memory) or urlsession
           Exit: 0 drained (or stopped by a signal with --follow), 64 usage, 74 events could not
           be delivered (collector down or refusing the configuration: 401, 403, 404, ...; they
           stay pending; the message quotes the collector's answer), 75 DIR has another reader.
@@ -47,14 +48,16 @@ struct SendCommand: Command {
             throw CLIError(.usage, "--url must be an http or https URL, not '\(RedactedURL(text: urlText))'")
         }
         let transport: any Transport
-        switch try args.choice("--transport", ["urlsession", "socket"], default: "urlsession") {
+        switch try args.choice("--transport", ["auto", "urlsession", "socket"], default: "auto") {
         case "socket":
             guard scheme == "http" else {
                 throw CLIError(.usage, "--transport socket speaks plain http only; use --transport urlsession for '\(RedactedURL(url))'")
             }
             transport = SocketTransport()
-        default:
+        case "urlsession":
             transport = HTTPTransport()
+        default:
+            transport = Uploader.defaultTransport(for: url)
         }
         var config = DeliveryConfiguration(url: url)
         config.batchSize = try args.integer("--batch", default: 50, in: 1...100_000)
