@@ -32,8 +32,12 @@ extension LoopbackCollector {
 
     func serve(_ fd: Int32) {
         defer {
-            state.withLock { _ = $0.connections.remove(fd) }
-            close(fd)
+            // Closed under the lock `stop()` shuts connections down under: once closed, the number
+            // may belong to another socket of this process at once, which `stop()` must not touch.
+            state.withLock { s in
+                s.connections.remove(fd)
+                close(fd)
+            }
         }
         var reader = SocketReader(fd: fd)
         while let head = reader.readHead() {

@@ -188,15 +188,17 @@ public final class LoopbackCollector: Sendable {
 
     /// Stops listening and closes every connection. Calling it again does nothing.
     public func stop() {
-        let (connections, watchers) = state.withLock { s -> (Set<Int32>, [CheckedContinuation<Void, Never>]) in
-            if s.stopped { return ([], []) }
+        let watchers = state.withLock { s -> [CheckedContinuation<Void, Never>] in
+            if s.stopped { return [] }
             s.stopped = true
             let w = s.watchers.map(\.continuation)
             s.watchers = []
-            return (s.connections, w)
+            // Under the lock a connection is closed under (see `serve`): a number in the set is
+            // still this collector's socket, never one the process reused for another.
+            for fd in s.connections { shutdown(fd, Int32(SHUT_RDWR)) }
+            shutdown(listener, Int32(SHUT_RDWR))
+            return w
         }
-        for fd in connections { shutdown(fd, Int32(SHUT_RDWR)) }
-        shutdown(listener, Int32(SHUT_RDWR))
         for w in watchers { w.resume() }
     }
 

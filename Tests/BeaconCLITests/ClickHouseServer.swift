@@ -335,7 +335,12 @@ struct SharedClickHouse: SuiteTrait, TestScoping {
             try await function()
             return
         }
-        let server = try ClickHouseServer()
+        // Starting the server waits for it (seconds): on a thread of its own, so that the wait
+        // holds none of the concurrency pool's threads (on 2 cores, two such waits stalled every
+        // other test of the run for 20 s).
+        let server = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<ClickHouseServer, any Error>) in
+            Thread { continuation.resume(with: Result { try ClickHouseServer() }) }.start()
+        }
         defer { server.stop() }
         try await ClickHouseServer.$current.withValue(server) {
             try await function()
