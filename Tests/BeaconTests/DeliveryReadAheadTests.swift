@@ -29,7 +29,7 @@ struct DeliveryReadAheadTests {
             let step = plan[requestCount.add(1, ordering: .relaxed).oldValue % plan.count]
             for _ in 0..<step.arrivals {
                 let next = appended.add(1, ordering: .relaxed).oldValue
-                try? log.append(deliveryEvent(next))
+                _ = try? log.append(deliveryEvent(next))
             }
             return .status(step.status)
         }
