@@ -124,6 +124,37 @@ struct DeliveryAcknowledgementTests {
         #expect(resent.flatMap { trackIDs(in: $0) } == Array(0..<60), "from run 1's checkpoint, in order, once")
     }
 
+    @Test("a checkpoint write that fails while acknowledgements overlap: the flush says so, the next one delivers the rest, nothing is lost", arguments: [EIO, ENOSPC])
+    func failedGroupWrite(errno code: Int32) async throws {
+        let dir = DeliveryTempDir()
+        defer { dir.remove() }
+        let fs = FaultyFileSystem()
+        var config = BeaconLog.Configuration(directory: dir.path)
+        config.fileSystem = fs
+        let log = try BeaconLog(configuration: config)
+        for i in 0..<160 { try log.append(deliveryEvent(i)) }
+        try log.sync()
+        // The second checkpoint write fails (the first one makes the file).
+        fs.inject(.syncData, errno: code, path: "checkpoint", onCall: 2)
+        let transport = InMemoryTransport()
+        let uploader = Uploader(log: log, configuration: testDelivery(batch: 5), transport: transport, clock: ManualClock(), diagnostics: { _ in })
+        let first = await uploader.flush()
+        #expect(!first.outcome.isComplete, "\(first)")
+        fs.clearFaults()
+        var flushes = 1
+        while log.stats.pendingRecords > 0 && flushes < 10 {
+            _ = await uploader.flush()
+            flushes += 1
+        }
+        #expect(log.checkpoint.seq == 160, "everything acknowledged after \(flushes) flushes")
+        let delivered = transport.requests.flatMap { trackIDs(in: $0) }
+        #expect(Set(delivered) == Set(0..<160), "nothing lost")
+        // At least once: what is sent again is whole batches, and the last send of each event is in order.
+        var lastSend: [Int: Int] = [:]
+        for (i, id) in delivered.enumerated() { lastSend[id] = i }
+        #expect((0..<160).map { lastSend[$0]! } == (0..<160).map { lastSend[$0]! }.sorted())
+    }
+
     @Test("a backlog's checkpoint is made durable once per group of batches, not once per request")
     func checkpointWritesPerGroup() async throws {
         let dir = DeliveryTempDir()

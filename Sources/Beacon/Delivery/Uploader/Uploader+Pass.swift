@@ -119,22 +119,26 @@ extension Uploader {
     }
 
     /// Waits until the deferred acknowledgements but the last `keeping` are durable (writing
-    /// them now if needed); throws the first error.
+    /// them now if needed); throws the first error. After an error none is kept: the next batch is
+    /// read from the durable checkpoint again, and the batches whose acknowledgement failed are
+    /// sent again (at least once).
     func settleAcknowledgement(keeping: Int = 0) async throws {
         // Those already durable leave first, without waiting.
-        while let write = acknowledging.first?.write, let error = write.result {
-            if let error { throw error }
-            acknowledging.removeFirst()
-        }
-        guard acknowledging.count > keeping else { return }
-        if acknowledging[acknowledging.count - 1 - keeping].write == nil { startAcknowledgement(now: true) }
+        while let result = acknowledging.first?.write?.result, result == nil { acknowledging.removeFirst() }
+        var keep = keeping
+        if case .some(.some) = acknowledging.first?.write?.result { keep = 0 }  // one failed
+        guard acknowledging.count > keep else { return }
+        if acknowledging[acknowledging.count - 1 - keep].write == nil { startAcknowledgement(now: true) }
         var failure: (any Error)?
-        while acknowledging.count > keeping {
+        while acknowledging.count > keep {
             let error = await acknowledging[0].write?.value
             acknowledging.removeFirst()
             failure = failure ?? error
         }
-        if let failure { throw failure }
+        if let failure {
+            acknowledging.removeAll()
+            throw failure
+        }
     }
 
     func sendBatches(deadline: Duration?) async -> Pass {
