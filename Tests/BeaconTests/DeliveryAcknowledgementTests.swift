@@ -129,11 +129,7 @@ struct DeliveryAcknowledgementTests {
         let dir = DeliveryTempDir()
         defer { dir.remove() }
         let fs = FaultyFileSystem()
-        var config = BeaconLog.Configuration(directory: dir.path)
-        config.fileSystem = fs
-        let log = try BeaconLog(configuration: config)
-        for i in 0..<160 { try log.append(deliveryEvent(i)) }
-        try log.sync()
+        let log = try faultyLog(dir, fs, events: 0..<160)
         // The second checkpoint write fails (the first one makes the file).
         fs.inject(.syncData, errno: code, path: "checkpoint", onCall: 2)
         let transport = InMemoryTransport()
@@ -160,20 +156,16 @@ struct DeliveryAcknowledgementTests {
         let dir = DeliveryTempDir()
         defer { dir.remove() }
         let fs = FaultyFileSystem()
-        var config = BeaconLog.Configuration(directory: dir.path)
-        config.fileSystem = fs
-        let log = try BeaconLog(configuration: config)
-        for i in 0..<160 { try log.append(deliveryEvent(i)) }
-        try log.sync()
+        let log = try faultyLog(dir, fs, events: 0..<160)
         fs.resetJournal()
         let transport = InMemoryTransport()
         let uploader = Uploader(log: log, configuration: testDelivery(batch: 5), transport: transport, clock: ManualClock(), diagnostics: { _ in })
         let result = await uploader.flush()
         #expect(result.outcome.isComplete && result.sent == 160 && transport.requests.count == 32)
         #expect(log.checkpoint.seq == 160)
-        let checkpointSyncs = fs.journal.filter { ($0.operation == .syncData || $0.operation == .sync) && $0.path.hasSuffix("/checkpoint") }
+        let syncs = checkpointSyncs(fs)
         // 32 batches: one write per group of four while the backlog lasts, and the last ones.
-        #expect(checkpointSyncs.count <= 32 / Uploader.acknowledgementGroup + 2, "\(checkpointSyncs.count) checkpoint fsyncs")
+        #expect(syncs.count <= 32 / Uploader.acknowledgementGroup + 2, "\(syncs.count) checkpoint fsyncs")
     }
 
     @Test("a sidecar (another process writes) groups its acknowledgements too, for events appended after it opened the log")
@@ -196,8 +188,8 @@ struct DeliveryAcknowledgementTests {
         let result = await uploader.flush()
         #expect(result.outcome.isComplete && result.sent == 160)
         #expect(transport.requests.flatMap { trackIDs(in: $0) } == Array(0..<160))
-        let checkpointSyncs = fs.journal.filter { ($0.operation == .syncData || $0.operation == .sync) && $0.path.hasSuffix("/checkpoint") }
-        #expect(checkpointSyncs.count <= 32 / Uploader.acknowledgementGroup + 2, "\(checkpointSyncs.count) checkpoint fsyncs for 32 batches")
+        let syncs = checkpointSyncs(fs)
+        #expect(syncs.count <= 32 / Uploader.acknowledgementGroup + 2, "\(syncs.count) checkpoint fsyncs for 32 batches")
     }
 
     @Test("delivery.inflight: every number of ranges and a file of an earlier version read back")
@@ -221,4 +213,19 @@ struct DeliveryAcknowledgementTests {
             #expect(other.load() == expected)
         }
     }
+}
+
+/// A log in `dir` on `fs` holding events `range`, durable.
+private func faultyLog(_ dir: DeliveryTempDir, _ fs: FaultyFileSystem, events range: Range<Int>) throws -> BeaconLog {
+    var config = BeaconLog.Configuration(directory: dir.path)
+    config.fileSystem = fs
+    let log = try BeaconLog(configuration: config)
+    for i in range { try log.append(deliveryEvent(i)) }
+    try log.sync()
+    return log
+}
+
+/// The fsyncs of the checkpoint file `fs` has seen.
+private func checkpointSyncs(_ fs: FaultyFileSystem) -> [FaultyFileSystem.Call] {
+    fs.journal.filter { ($0.operation == .syncData || $0.operation == .sync) && $0.path.hasSuffix("/checkpoint") }
 }

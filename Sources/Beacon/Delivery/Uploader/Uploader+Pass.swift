@@ -108,8 +108,8 @@ extension Uploader {
     ///
     /// When another process writes (`beacon send`), the log knows the events that were there at
     /// opening and those read since: then a full batch also says that more may wait.
-    func canOverlap(after session: Session, waiting events: Int = 1) -> Bool {
-        let stats = log.stats
+    func canOverlap(after session: Session, waiting events: Int = 1, stats: LogStats? = nil) -> Bool {
+        let stats = stats ?? log.stats
         guard log.configuration.access == .readWrite else {
             return stats.nextSeq >= session.batch.end.seq + UInt64(events) || session.batch.count >= configuration.eventsPerRequest(pending: stats.pendingRecords)
         }
@@ -344,10 +344,11 @@ extension Uploader {
                     session.machine.abandon(sent: false)
                     return (sent, .failed(storageFailure(error, doing: "recording the batch in flight")))
                 }
-                let indices = session.sendable[range]
-                let records = indices.map { session.batch.records[$0] }
-                let seqs = indices.map { session.batch.seqs[$0] }
+                // The whole batch (the usual case) goes as read: no copy of its records per request.
                 let whole = range.count == session.batch.count
+                let indices = session.sendable[range]
+                let records = whole ? session.batch.records : indices.map { session.batch.records[$0] }
+                let seqs = whole ? session.batch.seqs : indices.map { session.batch.seqs[$0] }
                 if range.upperBound == session.sendable.count { startReadAhead(after: session) }
                 startAcknowledgement()
                 let (result, bytes, elapsed) = await send(records: records, seqs: seqs, payload: whole ? session.payload : nil, retry: retry, timeout: timeout)

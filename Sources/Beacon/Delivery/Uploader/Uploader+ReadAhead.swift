@@ -22,13 +22,13 @@ extension Uploader {
 
     /// Starts reading the batch after `session`'s, unless it is read already: only while a backlog
     /// waits (a whole batch beyond this one) and, when this process writes the log, far from its
-    /// quota (``canOverlap(after:waiting:)``).
+    /// quota (``canOverlap(after:waiting:stats:)``).
     func startReadAhead(after session: Session) {
         let from = session.batch.end
         guard readAhead?.firstSeq != from.seq else { return }
         let stats = log.stats
         let wanted = configuration.eventsPerRequest(pending: stats.pendingRecords)
-        guard canOverlap(after: session, waiting: wanted) else { return }
+        guard canOverlap(after: session, waiting: wanted, stats: stats) else { return }
         let log = self.log, requests = self.requests, bytes = configuration.maxBatchBytes
         let read = ioQueue.start { () -> Prepared? in
             guard let batch = try? log.read(from: from, maxRecords: wanted, maxBytes: bytes), !batch.isEmpty else { return nil }
