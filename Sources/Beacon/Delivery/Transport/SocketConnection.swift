@@ -13,20 +13,23 @@ struct SocketEndpoint: Sendable {
     let hostField: String
     /// The path and query as written in the URL ("/" when empty).
     let target: String
+    /// Whether the URL is `https://`.
+    let secure: Bool
+    /// The transport's TLS context, for an `https://` URL.
+    var tls: TLSContext?
 
     init(_ url: URL) throws(TransportError) {
         let scheme = url.scheme?.lowercased() ?? ""
-        guard scheme == "http" else {
-            if scheme == "https" {
-                throw TransportError(.network, "\(RedactedURL(url)): SocketTransport speaks plain http only; use HTTPTransport for https")
-            }
-            throw TransportError(.network, "\(RedactedURL(url)): SocketTransport needs an http:// URL")
+        guard scheme == "http" || scheme == "https" else {
+            throw TransportError(.network, "\(RedactedURL(url)): SocketTransport needs an http:// or https:// URL")
         }
+        secure = scheme == "https"
         guard var host = url.host, !host.isEmpty else {
             throw TransportError(.network, "\(RedactedURL(url)): the URL has no host")
         }
         if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        let port = url.port ?? 80
+        let defaultPort = secure ? 443 : 80
+        let port = url.port ?? defaultPort
         guard (1...65535).contains(port) else {
             throw TransportError(.network, "\(RedactedURL(url)): port \(port) is out of range")
         }
@@ -34,7 +37,7 @@ struct SocketEndpoint: Sendable {
         self.host = host
         self.port = UInt16(port)
         let shown = host.contains(":") ? "[\(host)]" : host
-        hostField = port == 80 ? shown : "\(shown):\(port)"
+        hostField = port == defaultPort ? shown : "\(shown):\(port)"
         target = Self.target(of: url.absoluteString)
     }
 
@@ -97,11 +100,15 @@ final class SocketConnection: @unchecked Sendable {
         case closedBeforeAnswer(Int32?)
         case malformed(String)
         case resolve(String)
+        /// TLS failed (see ``TLSFailure/isConfiguration``).
+        case tls(TLSFailure)
     }
 
     private(set) var fd: Int32 = -1
+    /// How the open connection's bytes are read and written: the socket itself or TLS over it.
+    private var stream: (any ByteStream)?
     /// The host and port the open connection goes to.
-    private var peer: (host: String, port: UInt16)?
+    private var peer: (host: String, port: UInt16, secure: Bool)?
     let waker: SocketWaker
     private var parser: HTTPResponseParser
     private let buffer: UnsafeMutableRawBufferPointer
@@ -120,6 +127,8 @@ final class SocketConnection: @unchecked Sendable {
     }
 
     func disconnect() {
+        stream?.close()
+        stream = nil
         if fd >= 0 { close(fd) }
         fd = -1
         peer = nil
@@ -134,7 +143,7 @@ final class SocketConnection: @unchecked Sendable {
         let head = try Self.head(request, endpoint)
         var retried = false
         while true {
-            if fd >= 0, peer?.host != endpoint.host || peer?.port != endpoint.port || peerHasClosed() { disconnect() }
+            if fd >= 0, peer?.host != endpoint.host || peer?.port != endpoint.port || peer?.secure != endpoint.secure || peerHasClosed() { disconnect() }
             let reused = fd >= 0
             if !reused { try connect(endpoint, deadline: deadline, isCancelled: isCancelled) }
             do {
@@ -217,8 +226,16 @@ final class SocketConnection: @unchecked Sendable {
             var yes: Int32 = 1
             setsockopt(s, Int32(IPPROTO_TCP), TCP_NODELAY, &yes, socklen_t(MemoryLayout<Int32>.size))
             fd = s
-            peer = (endpoint.host, endpoint.port)
+            peer = (endpoint.host, endpoint.port, endpoint.secure)
+            stream = PlainStream(fd: s)
             opened += 1
+            guard endpoint.secure else { return }
+            do {
+                try startTLS(host: endpoint.host, port: endpoint.port, context: endpoint.tls, deadline: deadline, isCancelled: isCancelled)
+            } catch {
+                disconnect()
+                throw error
+            }
             return
         }
         throw .system("connect", lastError)
@@ -227,14 +244,31 @@ final class SocketConnection: @unchecked Sendable {
     /// Whether the server closed the idle connection (or sent something unasked, which leaves it
     /// unusable too).
     private func peerHasClosed() -> Bool {
-        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        return poll(&p, 1, 0) != 0
+        !(stream?.isIdle() ?? false)
+    }
+
+    /// Starts TLS on the connected socket (directly, or through a proxy's tunnel): the handshake
+    /// checks the certificate against `host` (as written in the URL) and resumes the session of
+    /// the last connection to `host` and `port`. From then on requests go encrypted.
+    func startTLS(host: String, port: UInt16, context: TLSContext?, deadline: UInt64, isCancelled: () -> Bool) throws(Failure) {
+        guard let context else { throw .tls(TLSFailure(message: "no TLS context for \(host)", isConfiguration: true)) }
+        let tls: TLSStream
+        do { tls = try TLSStream(fd: fd, host: host, port: port, context: context) } catch { throw .tls(error) }
+        stream = tls
+        while true {
+            switch tls.handshake() {
+            case .done: return
+            case .wait(let events): try wait(on: fd, for: events, deadline: deadline, isCancelled: isCancelled)
+            case .failed(let code): throw .system("TLS handshake", code)
+            case .tls(let failure): throw .tls(failure)
+            }
+        }
     }
 
     // MARK: - Waiting
 
     /// Waits until `socket` is ready for `events`, the deadline passes or the request is cancelled.
-    private func wait(on socket: Int32, for events: Int16, deadline: UInt64, isCancelled: () -> Bool) throws(Failure) {
+    func wait(on socket: Int32, for events: Int16, deadline: UInt64, isCancelled: () -> Bool) throws(Failure) {
         while true {
             if isCancelled() { throw .cancelled }
             let now = DispatchTime.now().uptimeNanoseconds
@@ -257,36 +291,23 @@ final class SocketConnection: @unchecked Sendable {
     // MARK: - Writing
 
     private func write(_ head: [UInt8], _ body: [UInt8], deadline: UInt64, isCancelled: () -> Bool) throws(Failure) {
+        guard let stream else { throw .closedBeforeAnswer(nil) }
         let total = head.count + body.count
         var sent = 0
         while sent < total {
-            let n = head.withUnsafeBytes { h in
+            let result = head.withUnsafeBytes { h in
                 body.withUnsafeBytes { b in
-                    var parts = [iovec]()
-                    if sent < h.count {
-                        parts.append(iovec(iov_base: UnsafeMutableRawPointer(mutating: h.baseAddress! + sent), iov_len: h.count - sent))
-                        if b.count > 0 { parts.append(iovec(iov_base: UnsafeMutableRawPointer(mutating: b.baseAddress!), iov_len: b.count)) }
-                    } else {
-                        let offset = sent - h.count
-                        parts.append(iovec(iov_base: UnsafeMutableRawPointer(mutating: b.baseAddress! + offset), iov_len: b.count - offset))
-                    }
-                    return parts.withUnsafeMutableBufferPointer { iov in
-                        var message = msghdr()
-                        message.msg_iov = iov.baseAddress
-                        message.msg_iovlen = iov.count
-                        return sendmsg(fd, &message, Int32(MSG_NOSIGNAL))
-                    }
+                    sent < h.count
+                        ? stream.write(UnsafeRawBufferPointer(rebasing: h[sent...]), b)
+                        : stream.write(UnsafeRawBufferPointer(start: nil, count: 0), UnsafeRawBufferPointer(rebasing: b[(sent - h.count)...]))
                 }
             }
-            if n >= 0 {
-                sent += n
-                continue
-            }
-            switch errno {
-            case EINTR: continue
-            case EAGAIN, EWOULDBLOCK: try wait(on: fd, for: Int16(POLLOUT), deadline: deadline, isCancelled: isCancelled)
-            case EPIPE, ECONNRESET, ENOTCONN: throw .closedBeforeAnswer(errno)
-            case let code: throw .system("send", code)
+            switch result {
+            case .done(let n): sent += n
+            case .wait(let events): try wait(on: fd, for: events, deadline: deadline, isCancelled: isCancelled)
+            case .failed(let code) where code == EPIPE || code == ECONNRESET || code == ENOTCONN: throw .closedBeforeAnswer(code)
+            case .failed(let code): throw .system("send", code)
+            case .tls(let failure): throw .tls(failure)
             }
         }
     }
@@ -296,8 +317,9 @@ final class SocketConnection: @unchecked Sendable {
     private func readAnswer(deadline: UInt64, isCancelled: () -> Bool) throws(Failure) -> TransportResponse {
         parser.reset()
         while true {
-            let n = recv(fd, buffer.baseAddress, buffer.count, 0)
-            if n > 0 {
+            guard let stream else { throw .closedBeforeAnswer(nil) }
+            switch stream.read(into: buffer) {
+            case .done(let n) where n > 0:
                 let used: Int
                 do {
                     used = try parser.consume(UnsafeRawBufferPointer(rebasing: buffer[..<n]))
@@ -310,19 +332,16 @@ final class SocketConnection: @unchecked Sendable {
                 let response = parser.takeResponse()
                 if !reusable { disconnect() }
                 return response
-            }
-            if n == 0 {
+            case .done:
                 if !parser.receivedAny { throw .closedBeforeAnswer(nil) }
                 do { try parser.finish() } catch { throw .malformed(error.description) }
                 let response = parser.takeResponse()
                 disconnect()
                 return response
-            }
-            switch errno {
-            case EINTR: continue
-            case EAGAIN, EWOULDBLOCK: try wait(on: fd, for: Int16(POLLIN), deadline: deadline, isCancelled: isCancelled)
-            case ECONNRESET where !parser.receivedAny: throw .closedBeforeAnswer(ECONNRESET)
-            case let code: throw .system("recv", code)
+            case .wait(let events): try wait(on: fd, for: events, deadline: deadline, isCancelled: isCancelled)
+            case .failed(let code) where code == ECONNRESET && !parser.receivedAny: throw .closedBeforeAnswer(ECONNRESET)
+            case .failed(let code): throw .system("recv", code)
+            case .tls(let failure): throw .tls(failure)
             }
         }
     }
