@@ -34,8 +34,8 @@ public final class SocketTransport: Transport {
     }
 
     /// A transport keeping at most `maxResponseBodyBytes` of an answer's body.
-    init(maxResponseBodyBytes: Int) {
-        connection = SocketConnection(maxResponseBodyBytes: maxResponseBodyBytes)
+    init(maxResponseBodyBytes: Int, lookup: @escaping SocketResolver.Lookup = SocketResolver.system) {
+        connection = SocketConnection(maxResponseBodyBytes: maxResponseBodyBytes, lookup: lookup)
     }
 
     /// How many connections this transport opened (for tests and the benchmark).
