@@ -13,23 +13,26 @@ struct SocketEndpoint: Sendable {
     let hostField: String
     /// The path and query as written in the URL ("/" when empty).
     let target: String
+    /// Whether the URL is `https://`.
+    let secure: Bool
+    /// The transport's TLS context, for an `https://` URL.
+    var tls: TLSContext?
     /// `Basic …` from the URL's user info (RFC 7617: user and password percent-decoded, joined
     /// by a colon), sent unless the request has its own `Authorization`. Never shown.
     let authorization: String?
 
     init(_ url: URL) throws(TransportError) {
         let scheme = url.scheme?.lowercased() ?? ""
-        guard scheme == "http" else {
-            if scheme == "https" {
-                throw TransportError(.network, "\(RedactedURL(url)): SocketTransport speaks plain http only; use HTTPTransport for https")
-            }
-            throw TransportError(.network, "\(RedactedURL(url)): SocketTransport needs an http:// URL")
+        guard scheme == "http" || scheme == "https" else {
+            throw TransportError(.network, "\(RedactedURL(url)): SocketTransport needs an http:// or https:// URL")
         }
+        secure = scheme == "https"
         guard var host = url.host, !host.isEmpty else {
             throw TransportError(.network, "\(RedactedURL(url)): the URL has no host")
         }
         if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        let port = url.port ?? 80
+        let defaultPort = secure ? 443 : 80
+        let port = url.port ?? defaultPort
         guard (1...65535).contains(port) else {
             throw TransportError(.network, "\(RedactedURL(url)): port \(port) is out of range")
         }
@@ -37,7 +40,7 @@ struct SocketEndpoint: Sendable {
         self.host = host
         self.port = UInt16(port)
         let shown = host.contains(":") ? "[\(host)]" : host
-        hostField = port == 80 ? shown : "\(shown):\(port)"
+        hostField = port == defaultPort ? shown : "\(shown):\(port)"
         target = Self.target(of: url.absoluteString)
         authorization = Self.basicAuthorization(of: url)
     }
@@ -109,11 +112,15 @@ final class SocketConnection: @unchecked Sendable {
         case closedBeforeAnswer(Int32?)
         case malformed(String)
         case resolve(String)
+        /// TLS failed (see ``TLSFailure/isConfiguration``).
+        case tls(TLSFailure)
     }
 
     private(set) var fd: Int32 = -1
+    /// How the open connection's bytes are read and written: the socket itself or TLS over it.
+    private var stream: (any ByteStream)?
     /// The host and port the open connection goes to.
-    private var peer: (host: String, port: UInt16)?
+    private var peer: (host: String, port: UInt16, secure: Bool)?
     let waker: SocketWaker
     private var parser: HTTPResponseParser
     private let buffer: UnsafeMutableRawBufferPointer
@@ -135,6 +142,8 @@ final class SocketConnection: @unchecked Sendable {
     }
 
     func disconnect() {
+        stream?.close()
+        stream = nil
         if fd >= 0 { close(fd) }
         fd = -1
         peer = nil
@@ -149,7 +158,7 @@ final class SocketConnection: @unchecked Sendable {
         let head = try Self.head(request, endpoint)
         var retried = false
         while true {
-            if fd >= 0, peer?.host != endpoint.host || peer?.port != endpoint.port || peerHasClosed() { disconnect() }
+            if fd >= 0, peer?.host != endpoint.host || peer?.port != endpoint.port || peer?.secure != endpoint.secure || peerHasClosed() { disconnect() }
             let reused = fd >= 0
             if !reused { try connect(endpoint, deadline: deadline, isCancelled: isCancelled) }
             do {
@@ -206,15 +215,40 @@ final class SocketConnection: @unchecked Sendable {
         var yes: Int32 = 1
         setsockopt(s, Int32(IPPROTO_TCP), TCP_NODELAY, &yes, socklen_t(MemoryLayout<Int32>.size))
         fd = s
-        peer = (endpoint.host, endpoint.port)
+        peer = (endpoint.host, endpoint.port, endpoint.secure)
+        stream = PlainStream(fd: s)
         opened += 1
+        guard endpoint.secure else { return }
+        do {
+            try startTLS(host: endpoint.host, port: endpoint.port, context: endpoint.tls, deadline: deadline, isCancelled: isCancelled)
+        } catch {
+            disconnect()
+            throw error
+        }
     }
 
     /// Whether the server closed the idle connection (or sent something unasked, which leaves it
     /// unusable too).
     private func peerHasClosed() -> Bool {
-        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        return poll(&p, 1, 0) != 0
+        !(stream?.isIdle() ?? false)
+    }
+
+    /// Starts TLS on the connected socket (directly, or through a proxy's tunnel): the handshake
+    /// checks the certificate against `host` (as written in the URL) and resumes the session of
+    /// the last connection to `host` and `port`. From then on requests go encrypted.
+    func startTLS(host: String, port: UInt16, context: TLSContext?, deadline: UInt64, isCancelled: () -> Bool) throws(Failure) {
+        guard let context else { throw .tls(TLSFailure(message: "no TLS context for \(host)", isConfiguration: true)) }
+        let tls: TLSStream
+        do { tls = try TLSStream(fd: fd, host: host, port: port, context: context) } catch { throw .tls(error) }
+        stream = tls
+        while true {
+            switch tls.handshake() {
+            case .done: return
+            case .wait(let events): try wait(on: fd, for: events, deadline: deadline, isCancelled: isCancelled)
+            case .failed(let code): throw .system("TLS handshake", code)
+            case .tls(let failure): throw .tls(failure)
+            }
+        }
     }
 
     // MARK: - Waiting
@@ -222,7 +256,7 @@ final class SocketConnection: @unchecked Sendable {
     /// Waits until `socket` is ready for `events`, the deadline passes or the request is cancelled;
     /// the events that are ready.
     @discardableResult
-    private func wait(on socket: Int32, for events: Int16, deadline: UInt64, isCancelled: () -> Bool) throws(Failure) -> Int16 {
+    func wait(on socket: Int32, for events: Int16, deadline: UInt64, isCancelled: () -> Bool) throws(Failure) -> Int16 {
         var fds = [pollfd(fd: socket, events: events, revents: 0)]
         while try !SocketWait.poll(&fds, until: deadline, deadline: deadline, waker: waker, isCancelled: isCancelled) {}
         return fds[0].revents
@@ -238,46 +272,32 @@ final class SocketConnection: @unchecked Sendable {
     /// connection mid-body, the answer it sent first is read from the socket before the failure is
     /// believed.
     private func write(_ head: [UInt8], _ body: [UInt8], deadline: UInt64, isCancelled: () -> Bool) throws(Failure) -> TransportResponse? {
+        guard let stream else { throw .closedBeforeAnswer(nil) }
         let total = head.count + body.count
         var sent = 0
         while sent < total {
-            let n = head.withUnsafeBytes { h in
+            let result = head.withUnsafeBytes { h in
                 body.withUnsafeBytes { b in
-                    var parts = [iovec]()
-                    if sent < h.count {
-                        parts.append(iovec(iov_base: UnsafeMutableRawPointer(mutating: h.baseAddress! + sent), iov_len: h.count - sent))
-                        if b.count > 0 { parts.append(iovec(iov_base: UnsafeMutableRawPointer(mutating: b.baseAddress!), iov_len: b.count)) }
-                    } else {
-                        let offset = sent - h.count
-                        parts.append(iovec(iov_base: UnsafeMutableRawPointer(mutating: b.baseAddress! + offset), iov_len: b.count - offset))
-                    }
-                    return parts.withUnsafeMutableBufferPointer { iov in
-                        var message = msghdr()
-                        message.msg_iov = iov.baseAddress
-                        message.msg_iovlen = iov.count
-                        return sendmsg(fd, &message, Int32(MSG_NOSIGNAL))
-                    }
+                    sent < h.count
+                        ? stream.write(UnsafeRawBufferPointer(rebasing: h[sent...]), b)
+                        : stream.write(UnsafeRawBufferPointer(start: nil, count: 0), UnsafeRawBufferPointer(rebasing: b[(sent - h.count)...]))
                 }
             }
-            if n >= 0 {
-                sent += n
-                continue
-            }
-            switch errno {
-            case EINTR: continue
-            case EAGAIN, EWOULDBLOCK:
-                let ready = try wait(on: fd, for: Int16(POLLOUT) | Int16(POLLIN), deadline: deadline, isCancelled: isCancelled)
-                if ready & Int16(POLLIN) != 0, let answer = try receive(deadline: deadline, isCancelled: isCancelled, waiting: false) {
+            switch result {
+            case .done(let n): sent += n
+            case .wait(let events):
+                let ready = try wait(on: fd, for: events | Int16(POLLIN), deadline: deadline, isCancelled: isCancelled)
+                if ready & Int16(POLLIN) != 0, events & Int16(POLLIN) == 0, let answer = try receive(deadline: deadline, isCancelled: isCancelled, waiting: false) {
                     return answer
                 }
-            case EPIPE, ECONNRESET, ENOTCONN:
-                let code = errno
+            case .failed(let code) where code == EPIPE || code == ECONNRESET || code == ENOTCONN:
                 do {
                     return try receive(deadline: deadline, isCancelled: isCancelled, waiting: true)
                 } catch .closedBeforeAnswer(nil) {
                     throw .closedBeforeAnswer(code)
                 }
-            case let code: throw .system("send", code)
+            case .failed(let code): throw .system("send", code)
+            case .tls(let failure): throw .tls(failure)
             }
         }
         return nil
@@ -295,8 +315,9 @@ final class SocketConnection: @unchecked Sendable {
     /// the answer is closed.
     private func receive(deadline: UInt64, isCancelled: () -> Bool, waiting: Bool) throws(Failure) -> TransportResponse? {
         while true {
-            let n = recv(fd, buffer.baseAddress, buffer.count, 0)
-            if n > 0 {
+            guard let stream else { throw .closedBeforeAnswer(nil) }
+            switch stream.read(into: buffer) {
+            case .done(let n) where n > 0:
                 let used: Int
                 do {
                     used = try parser.consume(UnsafeRawBufferPointer(rebasing: buffer[..<n]))
@@ -309,21 +330,18 @@ final class SocketConnection: @unchecked Sendable {
                 let response = parser.takeResponse()
                 if !reusable { disconnect() }
                 return response
-            }
-            if n == 0 {
+            case .done:
                 if !parser.receivedAny { throw .closedBeforeAnswer(nil) }
                 do { try parser.finish() } catch { throw .malformed(error.description) }
                 let response = parser.takeResponse()
                 disconnect()
                 return response
-            }
-            switch errno {
-            case EINTR: continue
-            case EAGAIN, EWOULDBLOCK:
+            case .wait(let events):
                 guard waiting else { return nil }
-                try wait(on: fd, for: Int16(POLLIN), deadline: deadline, isCancelled: isCancelled)
-            case ECONNRESET where !parser.receivedAny: throw .closedBeforeAnswer(ECONNRESET)
-            case let code: throw .system("recv", code)
+                try wait(on: fd, for: events, deadline: deadline, isCancelled: isCancelled)
+            case .failed(let code) where code == ECONNRESET && !parser.receivedAny: throw .closedBeforeAnswer(ECONNRESET)
+            case .failed(let code): throw .system("recv", code)
+            case .tls(let failure): throw .tls(failure)
             }
         }
     }

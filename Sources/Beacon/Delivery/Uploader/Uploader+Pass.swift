@@ -327,7 +327,13 @@ extension Uploader {
                 return (sent, .failed(fail(DeliveryError(.transient, message, status: answer.status), retryAfter: answer.retryAfter)))
 
             case .stop(.pause(let answer)):
-                let status = answer.status ?? 0
+                guard let status = answer.status else {
+                    // No answer: TLS refused the collector (the detail names the check and host).
+                    let message = "\(answer.detail); delivery is paused with backoff and every event is kept (\(pendingEvents) pending). Fix the TLS configuration (CA, client certificate) or the collector's certificate"
+                    if counters.paused != "TLS" { diagnostics(message) }
+                    counters.paused = "TLS"
+                    return (sent, .failed(fail(DeliveryError(.configuration, message), retryAfter: nil)))
+                }
                 let message = "\(RedactedURL(configuration.url)) answered \(status)\(Self.hint(status))\(Self.quote(answer.detail)); delivery is paused with backoff and every event is kept (\(pendingEvents) pending). Fix the collector URL or credentials"
                 if counters.paused == nil || counters.lastStatus != status { diagnostics(message) }
                 counters.paused = "HTTP \(status)"
@@ -362,7 +368,8 @@ extension Uploader {
                     return (sent, .deadline)
                 case .failure(let error):
                     counted(failure: error.message)
-                    session.machine.received(.retry, DeliveryStateMachine.Answer(status: nil, detail: error.message))
+                    // TLS refused (a certificate failed verification...): configuration, like a 401.
+                    session.machine.received(error.kind == .tls ? .pause : .retry, DeliveryStateMachine.Answer(status: nil, detail: error.message))
                 case .success(let response):
                     let verdict = AnswerAction.of(response, classifier: configuration.classifyAnswer)
                     var answer = DeliveryStateMachine.Answer(status: response.status, detail: AnswerExcerpt.text(response.body, limit: AnswerExcerpt.rejectedLimit))
