@@ -13,7 +13,9 @@ import Glibc
 ///
 /// Collectors: Beacon's loopback collector (`beacon-bench --serve-collector loopback`, which also
 /// counts the events, checked, and the body bytes on the wire per event), then nginx answering
-/// `return 200` (modes `nginx_…`) when nginx is installed. Also the peak RSS of this process
+/// `return 200` (modes `nginx_…`) when nginx is installed, and the same nginx over https
+/// (`nginx_https_batch…`: ``SocketTransport`` with TLS, a throwaway certificate trusted with
+/// `caFile`; the reference is the same plain-http keep-alive loop). Also the peak RSS of this process
 /// during each upload (sampled every 2 ms; the benchmark's own payloads included), its CPU time
 /// per request (beside the loop's: on a small machine the client's CPU bounds its rate), and
 /// modes `instant_…`: the uploader with a transport that answers at once, Beacon's own cost.
@@ -50,18 +52,24 @@ enum UploadPhase: BenchPhase {
                     let reference = prefix + "ref_urlsession_loop_batch\(batch)"
                     figures += loop.map { $0.renamed(from: mode, to: reference) }
                     figures += try urlSessionLoop(payloads, collector, batch: batch, mode: reference)
+                    // https to the same nginx, beside http: Beacon's own client with TLS.
+                    if let https = collector.httpsURL {
+                        let secure = prefix + "https_batch\(batch)"
+                        figures += loop.map { $0.renamed(from: mode, to: secure) }
+                        figures += try beacon(context, payloads, collector, batch: batch, gzip: false, mode: secure, transport: try SocketTransport(tls: TLSConfiguration(caFile: collector.caFile)), url: https)
+                    }
                 }
             }
         }
         return figures
     }
 
-    static func beacon(_ context: BenchContext, _ payloads: Payloads, _ collector: BenchCollector, batch: Int, gzip: Bool, mode: String, transport: any Transport = HTTPTransport()) throws -> [Figure] {
+    static func beacon(_ context: BenchContext, _ payloads: Payloads, _ collector: BenchCollector, batch: Int, gzip: Bool, mode: String, transport: any Transport = HTTPTransport(), url: URL? = nil) throws -> [Figure] {
         let n = payloads.events.count
         let dir = try context.scratch("beacon-upload-\(mode)")
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let log = try filledLog(dir, payloads)
-        var config = DeliveryConfiguration(url: collector.url)
+        var config = DeliveryConfiguration(url: url ?? collector.url)
         config.batchSize = batch
         config.gzip = gzip
         config.flushInterval = nil
