@@ -142,7 +142,7 @@ struct SendCommand: Command {
 
     /// `; N set aside (rejected R, expired E) in DIR/rejected.jsonl`, or nothing when none were.
     static func setAside(_ result: FlushResult, in directory: String) -> String {
-        let losses = result.dropped.filter { $0.value > 0 }.sorted { $0.key < $1.key }
+        let losses = result.dropped.filter { $0.value > 0 }.sorted { $0.key.name < $1.key.name }
         guard !losses.isEmpty else { return "" }
         return "; \(result.droppedTotal) set aside (\(losses.map { "\($0.key) \($0.value)" }.joined(separator: ", "))) in \(directory)/rejected.jsonl"
     }

@@ -52,7 +52,7 @@ extension BeaconLog {
                     if let grown = try readableLimit(ofSegment: pos.segment, beyond: limit, io: &io), grown > limit { continue }
                     guard let next = try segment(after: pos.segment, io: &io) else { break }
                     if let again = try readableLimit(ofSegment: pos.segment, beyond: limit, io: &io), again > limit { continue }
-                    skipped += countCorrupt(at: pos, reason: "tornTail")
+                    skipped += countCorrupt(at: pos, reason: .tornTail)
                     moveOn(to: next)
                     continue
                 }
@@ -63,12 +63,12 @@ extension BeaconLog {
                     let next = LogPosition(segment: pos.segment, offset: lineEnd, seq: pos.seq)
                     if let last = lastInSegment, seq != last + 1, try !plausibleJump(to: seq, after: last, next: next, limit: limit, io: &io) {
                         // The CRC covers the event, not its seq: damaged seq digits. Counted, passed over.
-                        skipped += countCorrupt(at: pos, reason: "seqDigits")
+                        skipped += countCorrupt(at: pos, reason: .seqDigits)
                         pos.offset = lineEnd
                     } else if lastInSegment == nil, seq != pos.seq, try !seqContinues(from: seq, expected: pos.seq, next: next, limit: limit, io: &io) {
                         // A segment's first record, with a seq other than expected that the records
                         // after it do not continue: its digits were damaged.
-                        skipped += countCorrupt(at: pos, reason: "seqDigits")
+                        skipped += countCorrupt(at: pos, reason: .seqDigits)
                         pos.offset = lineEnd
                     } else if seq >= pos.seq {
                         records.append(cache.bytes[event])
@@ -95,7 +95,7 @@ extension BeaconLog {
     }
 
     /// Counts a corrupt record once, however often it is read again.
-    func countCorrupt(at position: LogPosition, reason: String) -> Int {
+    func countCorrupt(at position: LogPosition, reason: CorruptionReason) -> Int {
         state.withLock { s in
             if let counted = s.corruptCountedThrough, position <= counted { return 1 }
             s.corruptCountedThrough = position
