@@ -17,6 +17,9 @@ struct SocketEndpoint: Sendable {
     let secure: Bool
     /// The transport's TLS context, for an `https://` URL.
     var tls: TLSContext?
+    /// `Basic …` from the URL's user info (RFC 7617: user and password percent-decoded, joined
+    /// by a colon), sent unless the request has its own `Authorization`. Never shown.
+    let authorization: String?
 
     init(_ url: URL) throws(TransportError) {
         let scheme = url.scheme?.lowercased() ?? ""
@@ -39,6 +42,15 @@ struct SocketEndpoint: Sendable {
         let shown = host.contains(":") ? "[\(host)]" : host
         hostField = port == defaultPort ? shown : "\(shown):\(port)"
         target = Self.target(of: url.absoluteString)
+        authorization = Self.basicAuthorization(of: url)
+    }
+
+    /// `Basic base64(user:password)` for a URL with user info (as curl and URLSession send it),
+    /// nil without.
+    static func basicAuthorization(of url: URL) -> String? {
+        guard let user = url.user(percentEncoded: false) else { return nil }
+        let password = url.password(percentEncoded: false) ?? ""
+        return "Basic " + Data("\(user):\(password)".utf8).base64EncodedString()
     }
 
     /// The path and query of `text` (everything after the authority, up to a fragment), exactly as
@@ -114,8 +126,11 @@ final class SocketConnection: @unchecked Sendable {
     private let buffer: UnsafeMutableRawBufferPointer
     /// Connections opened so far (for tests and the benchmark).
     private(set) var opened = 0
+    /// How host names are looked up (`getaddrinfo`; tests slow it down or script it).
+    private let lookup: SocketResolver.Lookup
 
-    init(maxResponseBodyBytes: Int, readBufferBytes: Int = 64 << 10) {
+    init(maxResponseBodyBytes: Int, readBufferBytes: Int = 64 << 10, lookup: @escaping SocketResolver.Lookup = SocketResolver.system) {
+        self.lookup = lookup
         waker = SocketWaker()
         parser = HTTPResponseParser(maxBodyBytes: maxResponseBodyBytes)
         buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: readBufferBytes, alignment: 16)
@@ -147,7 +162,12 @@ final class SocketConnection: @unchecked Sendable {
             let reused = fd >= 0
             if !reused { try connect(endpoint, deadline: deadline, isCancelled: isCancelled) }
             do {
-                try write(head, request.body, deadline: deadline, isCancelled: isCancelled)
+                parser.reset()
+                if let early = try write(head, request.body, deadline: deadline, isCancelled: isCancelled) {
+                    // Answered before the whole body was sent: the connection cannot carry another request.
+                    disconnect()
+                    return early
+                }
                 return try readAnswer(deadline: deadline, isCancelled: isCancelled)
             } catch {
                 disconnect()
@@ -168,9 +188,12 @@ final class SocketConnection: @unchecked Sendable {
     static func head(_ request: TransportRequest, _ endpoint: SocketEndpoint) throws(Failure) -> [UInt8] {
         var text = "\(request.method) \(endpoint.target) HTTP/1.1\r\n"
         if request.header("Host") == nil { text += "Host: \(endpoint.hostField)\r\n" }
+        if let authorization = endpoint.authorization, request.header("Authorization") == nil {
+            text += "Authorization: \(authorization)\r\n"
+        }
         for (name, value) in request.headers {
-            guard !name.isEmpty, !name.utf8.contains(where: { $0 <= 0x20 || $0 == UInt8(ascii: ":") || $0 == 0x7F }) else {
-                throw .malformed("header name '\(name)' is empty or holds a space, colon or control character")
+            guard HTTPToken.isToken(name.utf8) else {
+                throw .malformed("header name '\(name)' is not an HTTP token (empty, or holding a space, separator or control character)")
             }
             guard !value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) else {
                 throw .malformed("the value of header '\(name)' holds a line break")
@@ -187,58 +210,21 @@ final class SocketConnection: @unchecked Sendable {
     // MARK: - Connecting
 
     private func connect(_ endpoint: SocketEndpoint, deadline: UInt64, isCancelled: () -> Bool) throws(Failure) {
-        var hints = addrinfo()
-        hints.ai_family = AF_UNSPEC
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        hints.ai_protocol = Int32(IPPROTO_TCP)
-        hints.ai_flags = AI_NUMERICSERV
-        var list: UnsafeMutablePointer<addrinfo>?
-        let resolved = getaddrinfo(endpoint.host, String(endpoint.port), &hints, &list)
-        guard resolved == 0, let first = list else {
-            let reason = resolved == EAI_SYSTEM ? String(cString: strerror(errno)) : String(cString: gai_strerror(resolved))
-            throw .resolve("cannot resolve host '\(endpoint.host)': \(reason)")
+        let addresses = try SocketResolver.resolve(endpoint.host, port: endpoint.port, lookup: lookup, deadline: deadline, waker: waker, isCancelled: isCancelled)
+        let s = try SocketConnector.connect(addresses, deadline: deadline, waker: waker, isCancelled: isCancelled)
+        var yes: Int32 = 1
+        setsockopt(s, Int32(IPPROTO_TCP), TCP_NODELAY, &yes, socklen_t(MemoryLayout<Int32>.size))
+        fd = s
+        peer = (endpoint.host, endpoint.port, endpoint.secure)
+        stream = PlainStream(fd: s)
+        opened += 1
+        guard endpoint.secure else { return }
+        do {
+            try startTLS(host: endpoint.host, port: endpoint.port, context: endpoint.tls, deadline: deadline, isCancelled: isCancelled)
+        } catch {
+            disconnect()
+            throw error
         }
-        defer { freeaddrinfo(first) }
-        var lastError: Int32 = ECONNREFUSED
-        var next: UnsafeMutablePointer<addrinfo>? = first
-        while let info = next {
-            next = info.pointee.ai_next
-            let s = socket(info.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), info.pointee.ai_protocol)
-            guard s >= 0 else { lastError = errno; continue }
-            var result = Glibc.connect(s, info.pointee.ai_addr, info.pointee.ai_addrlen)
-            if result != 0 && errno == EINPROGRESS {
-                do {
-                    try wait(on: s, for: Int16(POLLOUT), deadline: deadline, isCancelled: isCancelled)
-                } catch {
-                    close(s)
-                    throw error
-                }
-                var problem: Int32 = 0
-                var length = socklen_t(MemoryLayout<Int32>.size)
-                getsockopt(s, SOL_SOCKET, SO_ERROR, &problem, &length)
-                if problem == 0 { result = 0 } else { errno = problem }
-            }
-            guard result == 0 else {
-                lastError = errno
-                close(s)
-                continue
-            }
-            var yes: Int32 = 1
-            setsockopt(s, Int32(IPPROTO_TCP), TCP_NODELAY, &yes, socklen_t(MemoryLayout<Int32>.size))
-            fd = s
-            peer = (endpoint.host, endpoint.port, endpoint.secure)
-            stream = PlainStream(fd: s)
-            opened += 1
-            guard endpoint.secure else { return }
-            do {
-                try startTLS(host: endpoint.host, port: endpoint.port, context: endpoint.tls, deadline: deadline, isCancelled: isCancelled)
-            } catch {
-                disconnect()
-                throw error
-            }
-            return
-        }
-        throw .system("connect", lastError)
     }
 
     /// Whether the server closed the idle connection (or sent something unasked, which leaves it
@@ -267,30 +253,25 @@ final class SocketConnection: @unchecked Sendable {
 
     // MARK: - Waiting
 
-    /// Waits until `socket` is ready for `events`, the deadline passes or the request is cancelled.
-    func wait(on socket: Int32, for events: Int16, deadline: UInt64, isCancelled: () -> Bool) throws(Failure) {
-        while true {
-            if isCancelled() { throw .cancelled }
-            let now = DispatchTime.now().uptimeNanoseconds
-            guard now < deadline else { throw .timeout }
-            var milliseconds = min((deadline - now + 999_999) / 1_000_000, UInt64(Int32.max))
-            if waker.fd < 0 { milliseconds = min(milliseconds, SocketWaker.sliceWithoutPair) }
-            var fds = (pollfd(fd: socket, events: events, revents: 0), pollfd(fd: waker.fd, events: Int16(POLLIN), revents: 0))
-            let ready = withUnsafeMutableBytes(of: &fds) {
-                poll($0.baseAddress!.assumingMemoryBound(to: pollfd.self), 2, Int32(milliseconds))
-            }
-            if ready < 0 {
-                if errno == EINTR { continue }
-                throw .system("poll", errno)
-            }
-            if fds.1.revents != 0 { waker.drain() }
-            if fds.0.revents != 0 { return }
-        }
+    /// Waits until `socket` is ready for `events`, the deadline passes or the request is cancelled;
+    /// the events that are ready.
+    @discardableResult
+    func wait(on socket: Int32, for events: Int16, deadline: UInt64, isCancelled: () -> Bool) throws(Failure) -> Int16 {
+        var fds = [pollfd(fd: socket, events: events, revents: 0)]
+        while try !SocketWait.poll(&fds, until: deadline, deadline: deadline, waker: waker, isCancelled: isCancelled) {}
+        return fds[0].revents
     }
 
     // MARK: - Writing
 
-    private func write(_ head: [UInt8], _ body: [UInt8], deadline: UInt64, isCancelled: () -> Bool) throws(Failure) {
+    /// Writes the request; returns an answer that came before the whole body was sent, if any.
+    ///
+    /// A server may answer before it has read the body, a 413 or a 401 from the head alone, and
+    /// then stop reading or close (RFC 9112 §9.5). So while the body waits for room in the send
+    /// buffer the socket is watched for an answer too, and when the peer resets or closes the
+    /// connection mid-body, the answer it sent first is read from the socket before the failure is
+    /// believed.
+    private func write(_ head: [UInt8], _ body: [UInt8], deadline: UInt64, isCancelled: () -> Bool) throws(Failure) -> TransportResponse? {
         guard let stream else { throw .closedBeforeAnswer(nil) }
         let total = head.count + body.count
         var sent = 0
@@ -304,18 +285,35 @@ final class SocketConnection: @unchecked Sendable {
             }
             switch result {
             case .done(let n): sent += n
-            case .wait(let events): try wait(on: fd, for: events, deadline: deadline, isCancelled: isCancelled)
-            case .failed(let code) where code == EPIPE || code == ECONNRESET || code == ENOTCONN: throw .closedBeforeAnswer(code)
+            case .wait(let events):
+                let ready = try wait(on: fd, for: events | Int16(POLLIN), deadline: deadline, isCancelled: isCancelled)
+                if ready & Int16(POLLIN) != 0, events & Int16(POLLIN) == 0, let answer = try receive(deadline: deadline, isCancelled: isCancelled, waiting: false) {
+                    return answer
+                }
+            case .failed(let code) where code == EPIPE || code == ECONNRESET || code == ENOTCONN:
+                do {
+                    return try receive(deadline: deadline, isCancelled: isCancelled, waiting: true)
+                } catch .closedBeforeAnswer(nil) {
+                    throw .closedBeforeAnswer(code)
+                }
             case .failed(let code): throw .system("send", code)
             case .tls(let failure): throw .tls(failure)
             }
         }
+        return nil
     }
 
     // MARK: - Reading
 
     private func readAnswer(deadline: UInt64, isCancelled: () -> Bool) throws(Failure) -> TransportResponse {
-        parser.reset()
+        // Waiting, `receive` returns only with an answer.
+        try receive(deadline: deadline, isCancelled: isCancelled, waiting: true)!
+    }
+
+    /// Reads the answer on from what the parser has: the whole answer, or nil when nothing more
+    /// can be read now and `waiting` is false. A connection that cannot carry another request after
+    /// the answer is closed.
+    private func receive(deadline: UInt64, isCancelled: () -> Bool, waiting: Bool) throws(Failure) -> TransportResponse? {
         while true {
             guard let stream else { throw .closedBeforeAnswer(nil) }
             switch stream.read(into: buffer) {
@@ -338,7 +336,9 @@ final class SocketConnection: @unchecked Sendable {
                 let response = parser.takeResponse()
                 disconnect()
                 return response
-            case .wait(let events): try wait(on: fd, for: events, deadline: deadline, isCancelled: isCancelled)
+            case .wait(let events):
+                guard waiting else { return nil }
+                try wait(on: fd, for: events, deadline: deadline, isCancelled: isCancelled)
             case .failed(let code) where code == ECONNRESET && !parser.receivedAny: throw .closedBeforeAnswer(ECONNRESET)
             case .failed(let code): throw .system("recv", code)
             case .tls(let failure): throw .tls(failure)

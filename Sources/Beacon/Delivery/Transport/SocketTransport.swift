@@ -15,6 +15,11 @@ import Synchronization
 /// closed before any byte of the answer is sent once more on a new one (delivery is at least once,
 /// and the idempotency key travels with it). The request's timeout covers resolving, connecting,
 /// writing and reading; at most 1 MiB of an answer's body is kept, the rest is read and dropped.
+/// User info in the URL (`http://user:password@host/`) is sent as `Authorization: Basic` unless
+/// the request has its own `Authorization`. An answer that arrives while the body is still being
+/// written (a 413 or 401 from the head alone) is read and returned, even when the server then
+/// resets the connection. `localhost` is both 127.0.0.1 and ::1; a host's addresses are tried
+/// staggered, the next after 250 ms without an answer.
 /// The blocking socket calls run on a dispatch queue of the transport's own, never on Swift's
 /// concurrency pool.
 ///
@@ -47,8 +52,8 @@ public final class SocketTransport: Transport {
     }
 
     /// A transport keeping at most `maxResponseBodyBytes` of an answer's body.
-    init(maxResponseBodyBytes: Int, tls configuration: TLSConfiguration? = nil) {
-        connection = SocketConnection(maxResponseBodyBytes: maxResponseBodyBytes)
+    init(maxResponseBodyBytes: Int, tls configuration: TLSConfiguration? = nil, lookup: @escaping SocketResolver.Lookup = SocketResolver.system) {
+        connection = SocketConnection(maxResponseBodyBytes: maxResponseBodyBytes, lookup: lookup)
         tls = Mutex(configuration.map { configuration in Result { () throws(TLSFailure) in try TLSContext(configuration) } })
     }
 
