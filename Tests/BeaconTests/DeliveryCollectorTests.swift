@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import Testing
 @testable import Beacon
+import BeaconLog
 import BeaconTesting
 
 /// The uploader with its real HTTP transport against the loopback collector.

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import Beacon
+import BeaconLog
 import BeaconTesting
 
 /// Runs `body` while moving `clock` to each sleeper's deadline as soon as one sleeps, so backoffs

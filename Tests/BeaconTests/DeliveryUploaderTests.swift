@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Beacon
+import BeaconLog
 import BeaconTesting
 
 @Suite("Delivery: uploader with an in-memory transport and a manual clock", .timeLimit(.minutes(1)))

@@ -4,6 +4,7 @@ import Glibc
 import Synchronization
 import Testing
 @testable import Beacon
+import BeaconLog
 
 /// `SocketTransport` over TLS against nginx with certificates the test makes (``TLSTestServer``):
 /// what is refused, and why, and what is delivered.

@@ -1,4 +1,4 @@
-@_exported import BeaconLog
+import BeaconLog
 import Foundation
 import Glibc
 import Synchronization
@@ -298,8 +298,6 @@ public final class Beacon: Sendable {
         writer.waitUntilWritten()
         try log.sync()
     }
-
-    func syncNow() throws { try sync() }
 
     func noteStorageError(_ error: any Error) {
         counters.withLock { $0.lastError = "\(error)" }

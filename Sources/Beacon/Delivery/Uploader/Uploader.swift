@@ -1,3 +1,4 @@
+import BeaconLog
 import Dispatch
 import Foundation
 import Synchronization
