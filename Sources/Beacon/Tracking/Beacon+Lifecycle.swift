@@ -59,7 +59,7 @@ extension Beacon {
     /// Tracks `$AppEnd` (with the uptime), writes everything tracked, fsyncs, and closes the log,
     /// releasing its lock. Nothing is uploaded: a request in flight is cancelled and pending events
     /// stay on disk for the next run (``shutdown(deadline:)`` delivers them first). Later `track`
-    /// calls are dropped (counted as `"closed"`).
+    /// calls are dropped (counted as ``DropReason/closed``).
     ///
     /// Any later ending (`close`, `shutdown`, a cancelled `run()`) returns at once with this
     /// report: `sent` 0, the events left on disk, `.deadlineReached` if there are any (a close
@@ -91,7 +91,8 @@ extension Beacon {
     /// started; one still running at the deadline is cancelled and its events are sent again,
     /// with the same idempotency key, by the next run), closes the log (the checkpoint is already
     /// durable after every acknowledged batch) and releases its locks. Concurrent and later calls,
-    /// and a later ``close()``, get the same report; after ``close()`` this returns close's report.
+    /// and a later ``close()``, get the same report; after ``close()`` this returns close's report
+    /// (its `dropped` brought up to date: events tracked after the end count as closed).
     /// The shutdown runs to its end even if the calling task is cancelled.
     ///
     /// ```swift
@@ -105,7 +106,8 @@ extension Beacon {
         let (action, report) = lifecycle(.shutdown(deadline: deadline))
         switch action {
         case .end(let ending): return await Task { await self.carryOut(ending) }.value
-        case .report: if let report { return report }
+        // Events tracked after the end are dropped (closed): the kept report counts them too.
+        case .report: if let report { return reportingLosses(report) }
         case .deliver, .waitForEnd, .resumeWaiters, .none: break
         }
         return await waitForEnd()
