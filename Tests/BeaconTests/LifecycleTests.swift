@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Beacon
+import BeaconLog
 import BeaconTesting
 
 /// The tracker's endings carried out: `run()` as a service runs it, and every order of two endings.
