@@ -20,6 +20,9 @@ static inline long beacon_SSL_CTX_set_min_proto_version(SSL_CTX *ctx, int versio
 static inline long beacon_SSL_CTX_set_mode(SSL_CTX *ctx, long mode) {
     return SSL_CTX_set_mode(ctx, mode);
 }
+static inline void beacon_SSL_CTX_set_read_ahead(SSL_CTX *ctx, int yes) {
+    SSL_CTX_set_read_ahead(ctx, yes);
+}
 static inline long beacon_SSL_set_tlsext_host_name(SSL *ssl, const char *name) {
     return SSL_set_tlsext_host_name(ssl, name);
 }

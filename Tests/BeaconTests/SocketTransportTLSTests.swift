@@ -1,5 +1,6 @@
 import BeaconTestSupport
 import Foundation
+import Glibc
 import Synchronization
 import Testing
 @testable import Beacon
@@ -93,6 +94,45 @@ struct SocketTransportTLSTests {
         #expect(transport.connectionsOpened == 3)
         #expect(context.handshakes.load(ordering: .relaxed) == 3)
         #expect(context.resumedHandshakes.load(ordering: .relaxed) == 2)
+    }
+
+    @Test("an idle TLS connection is seen closed once the server closed it, before a request is written to it")
+    func idleConnectionClosed() async throws {
+        let server = try TLSTestServer()
+        defer { server.stop() }
+        let context = try TLSContext(TLSConfiguration(caFile: server.pki.caFile))
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = server.ports[.good]!.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        try #require(connected == 0)
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+        let stream = try TLSStream(fd: fd, host: "localhost", port: server.ports[.good]!, context: context)
+        func drive(_ step: () -> StreamResult) throws -> Int {
+            let deadline = ContinuousClock.now + .seconds(10)
+            while ContinuousClock.now < deadline {
+                switch step() {
+                case .done(let n): return n
+                case .wait: usleep(1000)
+                case .failed(let code): throw TLSTestError("errno \(code)")
+                case .tls(let failure): throw TLSTestError(failure.message)
+                }
+            }
+            throw TLSTestError("timed out")
+        }
+        _ = try drive { stream.handshake() }
+        let request = Array("POST /events HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: 2\r\n\r\n[]".utf8)
+        let written = try request.withUnsafeBytes { bytes in try drive { stream.write(bytes, UnsafeRawBufferPointer(start: nil, count: 0)) } }
+        #expect(written == request.count)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 1)
+        defer { buffer.deallocate() }
+        let answer = try drive { stream.read(into: buffer) }
+        #expect(String(decoding: UnsafeRawBufferPointer(rebasing: buffer[..<answer]), as: UTF8.self).hasPrefix("HTTP/1.1 200"))
+        #expect(eventually(within: 10) { !stream.isIdle() }, "the server's close was not seen")
+        stream.close()
     }
 
     @Test("the uploader keeps every event and pauses on a refused certificate, like a 401; delivers once the CA is trusted")

@@ -88,6 +88,12 @@ package enum Frame {
 
     /// Parses the line `line` (the bytes between two newlines) of `buffer`, checking the CRC.
     package static func parse(_ buffer: UnsafeRawBufferPointer, line: Range<Int>) -> Parsed {
+        var crc: UInt32 = 0
+        return parse(buffer, line: line, crc: &crc)
+    }
+
+    /// ``parse(_:line:)``, also giving a record's checksum (checked) in `crc`.
+    package static func parse(_ buffer: UnsafeRawBufferPointer, line: Range<Int>, crc checked: inout UInt32) -> Parsed {
         var i = line.lowerBound
         let end = line.upperBound
         func expect(_ literal: StaticString) -> Bool {
@@ -120,6 +126,7 @@ package enum Frame {
         let event = i..<(end - 1)
         let actual = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: buffer[event]))
         guard actual == UInt32(crc) else { return .corrupt("record \(seq) fails its checksum (stored \(crc), computed \(actual)): the bytes changed on disk", reason: .checksum) }
+        checked = actual
         return .record(seq: seq, event: event)
     }
 }

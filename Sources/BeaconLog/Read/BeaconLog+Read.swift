@@ -27,6 +27,9 @@ extension BeaconLog {
             seqs.reserveCapacity(min(maxRecords, 1024))
             var ends: [LogPosition] = []
             ends.reserveCapacity(min(maxRecords, 1024))
+            var crcs: [UInt32] = []
+            crcs.reserveCapacity(min(maxRecords, 1024))
+            var crc: UInt32 = 0
             var bytes = 0
             var skipped = 0
             // The last seq accepted in the current segment. Within one segment seqs go up by one;
@@ -57,7 +60,7 @@ extension BeaconLog {
                     continue
                 }
                 let lineEnd = cache.start + UInt64(line.upperBound) + 1
-                let parsed = cache.bytes.withUnsafeBytes { Frame.parse($0, line: line) }
+                let parsed = cache.bytes.withUnsafeBytes { Frame.parse($0, line: line, crc: &crc) }
                 switch parsed {
                 case .record(let seq, let event):
                     let next = LogPosition(segment: pos.segment, offset: lineEnd, seq: pos.seq)
@@ -73,6 +76,7 @@ extension BeaconLog {
                     } else if seq >= pos.seq {
                         records.append(cache.bytes[event])
                         seqs.append(seq)
+                        crcs.append(crc)
                         bytes += event.count
                         pos = LogPosition(segment: pos.segment, offset: lineEnd, seq: seq + 1)
                         ends.append(pos)
@@ -90,7 +94,9 @@ extension BeaconLog {
                 if !seqs.isEmpty { s.readThrough = max(s.readThrough, pos.seq) }
                 if !canWrite, s.readEnd.map({ pos.seq >= $0.seq && !(pos < $0) }) ?? true { s.readEnd = pos }
             }
-            return LogBatch(records: records, seqs: seqs, start: start, end: pos, skippedCorrupt: skipped, recordEnds: ends)
+            var batch = LogBatch(records: records, seqs: seqs, start: start, end: pos, skippedCorrupt: skipped, recordEnds: ends)
+            batch.crcs = crcs
+            return batch
         }
     }
 

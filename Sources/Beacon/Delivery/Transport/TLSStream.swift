@@ -73,6 +73,8 @@ final class TLSContext: @unchecked Sendable {
         _ = beacon_SSL_CTX_set_min_proto_version(context, TLS1_2_VERSION)
         _ = SSL_CTX_set_options(context, beacon_SSL_OP_flags())
         _ = beacon_SSL_CTX_set_mode(context, beacon_SSL_MODE_flags())
+        // Read what the socket has, not a record header and then its body: half the recv calls.
+        beacon_SSL_CTX_set_read_ahead(context, 1)
         SSL_CTX_set_verify(context, SSL_VERIFY_PEER, nil)
         if configuration.trustsSystemRoots {
             _ = SSL_CTX_set_default_verify_paths(context)
@@ -153,6 +155,8 @@ nonisolated(unsafe) private let socketMethod: OpaquePointer? = beacon_bio_method
 /// session resumption) and then records. It does not own the socket.
 final class TLSStream: ByteStream {
     private let ssl: OpaquePointer
+    /// The socket (the BIO keeps it too; `SSL_get_fd` does not see a custom BIO's).
+    private let fd: Int32
     private let context: TLSContext
     private let peer: TLSPeerName
     /// Host and port, the key of the session to resume, and how failures name the server.
@@ -169,6 +173,7 @@ final class TLSStream: ByteStream {
     /// A stream over `fd`, for `host` (as written in the URL) and `port`; ``handshake()`` starts it.
     init(fd: Int32, host: String, port: UInt16, context: TLSContext) throws(TLSFailure) {
         self.context = context
+        self.fd = fd
         peer = TLSPeerName(host: host)
         key = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
         ERR_clear_error()
@@ -259,7 +264,7 @@ final class TLSStream: ByteStream {
 
     func isIdle() -> Bool {
         guard !broken, SSL_has_pending(ssl) == 0 else { return false }
-        var p = pollfd(fd: SSL_get_fd(ssl), events: Int16(POLLIN), revents: 0)
+        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         guard poll(&p, 1, 0) != 0 else { return true }
         // Readable: a session ticket or key update is fine; data or a goodbye is not.
         ERR_clear_error()
@@ -267,9 +272,13 @@ final class TLSStream: ByteStream {
         var count = 0
         let result = SSL_peek_ex(ssl, &byte, 1, &count)
         if result == 1 { return false }
-        if SSL_get_error(ssl, result) == SSL_ERROR_WANT_READ { return true }
-        broken = true
-        return false
+        switch SSL_get_error(ssl, result) {
+        case SSL_ERROR_WANT_READ: return true
+        case SSL_ERROR_ZERO_RETURN: return false  // a clean goodbye: the session stays resumable
+        default:
+            broken = true
+            return false
+        }
     }
 
     /// Says goodbye (one try, without waiting) and keeps the session for the next connection.

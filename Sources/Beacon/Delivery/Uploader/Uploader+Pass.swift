@@ -361,9 +361,10 @@ extension Uploader {
                 let indices = session.sendable[range]
                 let records = whole ? session.batch.records : indices.map { session.batch.records[$0] }
                 let seqs = whole ? session.batch.seqs : indices.map { session.batch.seqs[$0] }
+                let crcs = whole || session.batch.crcs.isEmpty ? session.batch.crcs : indices.map { session.batch.crcs[$0] }
                 if range.upperBound == session.sendable.count { startReadAhead(after: session) }
                 startAcknowledgement()
-                let (result, bytes, elapsed) = await send(records: records, seqs: seqs, payload: whole ? session.payload : nil, retry: retry, timeout: timeout)
+                let (result, bytes, elapsed) = await send(records: records, seqs: seqs, crcs: crcs, payload: whole ? session.payload : nil, retry: retry, timeout: timeout)
                 switch result {
                 case .failure(let error) where error.kind == .cancelled || Task.isCancelled:
                     session.machine.abandon(sent: true)
