@@ -119,7 +119,7 @@ struct SendCommand: Command {
                 // Failures in a row without progress: a flush that delivered something resets it.
                 if result.sent > 0 { failures = 0 }
                 failures += 1
-                let configurationProblem = (error as? DeliveryError)?.code == .configuration
+                let configurationProblem = error.code == .configuration
                 if !follow && (configurationProblem || failures > retries) {
                     Console.writeError("beacon send: \(error); sent \(sent) events, \(result.remaining) stay pending in \(directory)\(setAside(result, in: directory))\n")
                     return ExitCode.ioError.rawValue
