@@ -95,7 +95,7 @@ struct LifecycleTests {
                 try await offPool { beacon.closeNow() }
                 return nil
             case .shutdown:
-                return await beacon.shutdown(deadline: .seconds(10))
+                return await beacon.shutdown(timeout: .seconds(10))
             case .cancelledRun:
                 let running = Task { try await beacon.run() }
                 running.cancel()

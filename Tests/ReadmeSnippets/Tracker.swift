@@ -21,7 +21,7 @@ let timer = beacon.startTimer("video_play")            // handle-based; several 
 timer.pause(); timer.resume(); timer.end(properties: ["title": "intro"])   // $event_duration in ms
 beacon.trackTimerStart("export"); beacon.trackTimerEnd("export")           // by name, without a handle
 
-let report = await beacon.shutdown(deadline: .seconds(1))   // $AppEnd, drain, fsync, upload, release locks
+let report = await beacon.shutdown(timeout: .seconds(1))   // $AppEnd, drain, fsync, upload, release locks
 // README end
     _ = report
 }

@@ -10,7 +10,7 @@ protocol LifecycleHandler { func shutdownAsync(_ app: Application) async }
 // README begin
 struct BeaconLifecycle: LifecycleHandler {
     let beacon: Beacon
-    func shutdownAsync(_ app: Application) async { await beacon.shutdown(deadline: .seconds(2)) }
+    func shutdownAsync(_ app: Application) async { await beacon.shutdown(timeout: .seconds(2)) }
 }
 // app.lifecycle.use(BeaconLifecycle(beacon: beacon))
 // README end

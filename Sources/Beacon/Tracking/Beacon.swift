@@ -64,7 +64,12 @@ public final class Beacon: Sendable {
     ///
     /// Throws ``BeaconLogError`` if the log cannot be opened, for example `.locked` when another
     /// tracker (in this or another process) uses the directory.
+    /// Throws before opening anything when the configuration is wrong: ``DeliveryError`` with
+    /// `.configuration` for a delivery value out of range or a ``Configuration/serverURL`` that
+    /// disagrees with `delivery.url`, ``BeaconLogError`` `.invalidArgument` for a `logAccess` that
+    /// cannot append.
     public init(configuration: Configuration) throws {
+        try configuration.validate()
         self.configuration = configuration
         var logConfig = BeaconLog.Configuration(directory: configuration.directory)
         logConfig.durability = configuration.durability
@@ -72,7 +77,6 @@ public final class Beacon: Sendable {
         logConfig.maxBytes = configuration.maxBytes
         logConfig.quotaPolicy = configuration.quotaPolicy
         logConfig.maxRecordBytes = configuration.maxRecordBytes
-        precondition(configuration.logAccess == .readWrite || configuration.logAccess == .write, "a tracker appends: logAccess must be .readWrite or .write")
         logConfig.access = configuration.logAccess
         logConfig.fileSystem = configuration.fileSystem
         let quotaDrops = self.quotaDrops, maxBytes = configuration.maxBytes, report = configuration.diagnostics
@@ -83,7 +87,7 @@ public final class Beacon: Sendable {
         let log = try BeaconLog(configuration: logConfig)
         quotaDrops.opened(log)
         self.log = log
-        self.delivery = DeliveryState(configuration: configuration, log: log)
+        self.delivery = try DeliveryState(configuration: configuration, log: log)
         self.life = ConditionLock(Life(machine: TrackerLifecycle(runGrace: configuration.shutdownGrace)))
         self.elapsed = Beacon.elapsedClock(configuration.monotonicClock)
         self.makeTrackId = configuration.trackIdGenerator ?? Beacon.defaultTrackIdGenerator()
