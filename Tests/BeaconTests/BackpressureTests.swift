@@ -1,0 +1,180 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import Beacon
+
+/// `track` never blocks a thread it does not own: the default drops and counts when the hand-off
+/// is full, and waiting is asked for explicitly (`trackWaitingForRoom`, which suspends, or
+/// `.blockCallingThread` for threads of one's own).
+@Suite struct BackpressureTests {
+    @Test func theDefaultDropsInsteadOfBlocking() {
+        #expect(Beacon.Configuration(directory: "/tmp/x").backpressure == .dropNewest)
+    }
+
+    /// With the writer frozen (a stalled disk) and tasks tracking flat out on the cooperative
+    /// pool, a task that does not track still gets a thread at once. Under the old default
+    /// (`.block(timeout: 100 ms)`) every pool thread sat in `track` for 100 ms per event, and the
+    /// probe waited about that long each time.
+    @Test func aFrozenWriterDoesNotStallTheCooperativePool() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("beacon-frozen-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        var config = Beacon.Configuration.testing(dir)
+        config.handoffBytes = 16 * 1024
+        let diagnostics = DiagnosticsCollector()
+        config.diagnostics = diagnostics.handler()
+        let beacon = try Beacon(configuration: config)
+        beacon.setWriterFrozen(true)
+        let stop = StopFlag()
+        let probes = 40
+        let latencies = await withTaskGroup(of: [Duration].self) { group in
+            let trackers = 4   // more than the pool's threads (one per core)
+            for t in 0..<trackers {
+                group.addTask {
+                    var i = 0
+                    while !stop.isSet {
+                        beacon.track("Load", properties: ["t": .int(t), "i": .int(i)])
+                        i += 1
+                        await Task.yield()
+                    }
+                    return []
+                }
+            }
+            group.addTask {
+                var samples: [Duration] = []
+                for _ in 0..<probes {
+                    try? await Task.sleep(for: .milliseconds(5))
+                    let start = ContinuousClock.now
+                    // The untracked route: a child task that only needs a thread of the pool.
+                    await withTaskGroup(of: Void.self) { probe in
+                        probe.addTask {}
+                        await probe.waitForAll()
+                    }
+                    samples.append(start.duration(to: .now))
+                }
+                stop.set()
+                return samples
+            }
+            var all: [Duration] = []
+            for await samples in group { all += samples }
+            return all.sorted()
+        }
+        let stats = beacon.stats
+        beacon.setWriterFrozen(false)
+        await beacon.close()
+        #expect(latencies.count == probes)
+        let median = latencies[probes / 2], p90 = latencies[probes * 9 / 10]
+        // Loose bounds for a loaded machine; the old default gives ≥ 100 ms nearly every time.
+        #expect(p90 < .milliseconds(50), "probe latency with a frozen writer: median \(median), p90 \(p90), max \(latencies.last!)")
+        #expect((stats.dropped["backpressure"] ?? 0) > 100, "the trackers did not run into the full hand-off: \(stats.dropped)")
+        // The drops are reported, not once per event.
+        let reported = diagnostics.all.filter { $0.kind == .dropped }
+        #expect(!reported.isEmpty && reported.count < 10, "\(reported.count) drop diagnostics")
+    }
+
+    /// The full hand-off suspends `trackWaitingForRoom` (no thread held) and the writer queues
+    /// the waiting events oldest first once it has room again: none dropped, order kept.
+    @Test func waitingTracksAreQueuedInOrderWhenRoomFrees() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("beacon-wait-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        var config = Beacon.Configuration.testing(dir)
+        config.handoffBytes = 1   // one queued record fills it
+        let beacon = try Beacon(configuration: config)
+        beacon.setWriterFrozen(true)
+        beacon.track("Fill")
+        let waiters = 5
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for i in 0..<waiters {
+                group.addTask { await beacon.trackWaitingForRoom("Waited", properties: ["i": .int(i)]) }
+                // Each one suspended before the next starts, so the expected order is known.
+                #expect(await eventually { beacon.writer.roomWaiterCount == i + 1 }, "waiter \(i) never suspended")
+            }
+            #expect(beacon.stats.droppedTotal == 0)
+            beacon.setWriterFrozen(false)
+            try await group.waitForAll()
+        }
+        try await offPool { try beacon.sync() }
+        let logged = try readEventsWhileOpen(beacon)
+        #expect(logged.map { $0["event"] as? String } == ["Fill"] + Array(repeating: "Waited", count: waiters))
+        #expect(logged.dropFirst().map { ($0["properties"] as? [String: Any])?["i"] as? Int } == (0..<waiters).map { $0 })
+        #expect(beacon.stats.droppedTotal == 0)
+        await beacon.close()
+    }
+
+    @Test func aCancelledWaitDropsItsEvent() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("beacon-cancel-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        var config = Beacon.Configuration.testing(dir)
+        config.handoffBytes = 1
+        let beacon = try Beacon(configuration: config)
+        beacon.setWriterFrozen(true)
+        beacon.track("Fill")
+        let waiting = Task { await beacon.trackWaitingForRoom("Cancelled") }
+        #expect(await eventually { beacon.writer.roomWaiterCount == 1 })
+        waiting.cancel()
+        await waiting.value
+        #expect(beacon.writer.roomWaiterCount == 0)
+        #expect(beacon.stats.dropped == ["backpressure": 1])
+        // Cancelled before it starts: dropped at once, never suspended for good.
+        let early = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            await beacon.trackWaitingForRoom("CancelledEarly")
+        }
+        await early.value
+        #expect(beacon.stats.dropped == ["backpressure": 2])
+        beacon.setWriterFrozen(false)
+        try await offPool { try beacon.sync() }
+        let logged = try readEventsWhileOpen(beacon)
+        #expect(logged.map { $0["event"] as? String } == ["Fill"])
+        await beacon.close()
+    }
+
+    @Test func closingResumesTheWaitersAsDropped() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("beacon-closewait-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        var config = Beacon.Configuration.testing(dir)
+        config.handoffBytes = 1
+        let beacon = try Beacon(configuration: config)
+        beacon.setWriterFrozen(true)
+        beacon.track("Fill")
+        let waiting = Task { await beacon.trackWaitingForRoom("Late") }
+        #expect(await eventually { beacon.writer.roomWaiterCount == 1 })
+        await beacon.close()   // closing thaws the writer: "Fill" is written
+        await waiting.value
+        #expect(beacon.stats.dropped == ["closed": 1])
+        #expect(try readObjects(dir).map { $0["event"] as? String } == ["Fill"])
+    }
+
+    /// With room, the waiting variant queues at once, in line with `track`.
+    @Test func withRoomTheWaitingVariantIsTrack() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("beacon-room-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let beacon = try Beacon(configuration: .testing(dir))
+        for i in 0..<100 {
+            if i.isMultiple(of: 2) { beacon.track("E", properties: ["i": .int(i)]) } else { await beacon.trackWaitingForRoom("E", properties: ["i": .int(i)]) }
+        }
+        try await offPool { try beacon.sync() }
+        let logged = try readEventsWhileOpen(beacon)
+        #expect(logged.map { ($0["properties"] as? [String: Any])?["i"] as? Int } == (0..<100).map { $0 })
+        await beacon.close()
+    }
+
+    /// `top -H`, `perf` and `/proc/PID/task/TID/comm` show the writer thread by name.
+    @Test func theWriterThreadIsNamedForTheKernel() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("beacon-name-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let beacon = try Beacon(configuration: .testing(dir))
+        try await offPool { try beacon.sync() }   // the writer has run
+        let tasks = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")
+        let names = tasks.compactMap { try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8) }
+            .map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+        #expect(names.contains("beacon-writer"), "thread names: \(Set(names).sorted())")
+        await beacon.close()
+    }
+}
+
+/// A flag tasks poll.
+final class StopFlag: Sendable {
+    private let value = Atomic<Bool>(false)
+    var isSet: Bool { value.load(ordering: .relaxed) }
+    func set() { value.store(true, ordering: .relaxed) }
+}
