@@ -82,11 +82,12 @@ final class DiagnosticLimiter: Sendable {
         guard interval > .zero else { return sink(diagnostic) }
         let time = now()
         let out = state.withLock { state -> [BeaconDiagnostic] in
-            var out = time - state.lastSweep >= interval ? sweep(&state, at: time) : []
             var key = Key(kind: diagnostic.kind, subject: diagnostic.subject ?? diagnostic.message)
             if state.entries[key] == nil && state.entries.count >= Self.maxSubjects {
                 key.subject = ""
             }
+            // The other subjects' summaries; this one's count goes with this diagnostic.
+            var out = time - state.lastSweep >= interval ? sweep(&state, at: time, except: key) : []
             if var entry = state.entries[key], time - entry.reportedAt < interval {
                 entry.suppressed += 1
                 entry.latest = diagnostic
@@ -114,10 +115,10 @@ final class DiagnosticLimiter: Sendable {
 
     /// Summaries of the subjects whose interval has passed (each starts a new interval), and
     /// forgets the quiet ones.
-    private func sweep(_ state: inout State, at time: Duration) -> [BeaconDiagnostic] {
+    private func sweep(_ state: inout State, at time: Duration, except current: Key) -> [BeaconDiagnostic] {
         state.lastSweep = time
         var out: [BeaconDiagnostic] = []
-        for (key, entry) in state.entries where time - entry.reportedAt >= interval {
+        for (key, entry) in state.entries where key != current && time - entry.reportedAt >= interval {
             if let summary = Self.summary(entry) {
                 out.append(summary)
                 state.entries[key] = Entry(reportedAt: time)
