@@ -82,14 +82,14 @@ import Testing
         waiting.cancel()
         await waiting.value
         #expect(beacon.writer.roomWaiterCount == 0)
-        #expect(beacon.stats.dropped == ["backpressure": 1])
+        #expect(beacon.stats.dropped == [.backpressure: 1])
         // Cancelled before it starts: dropped at once, never suspended for good.
         let early = Task {
             withUnsafeCurrentTask { $0?.cancel() }
             await beacon.trackWaitingForRoom("CancelledEarly")
         }
         await early.value
-        #expect(beacon.stats.dropped == ["backpressure": 2])
+        #expect(beacon.stats.dropped == [.backpressure: 2])
         beacon.setWriterFrozen(false)
         try await offPool { try beacon.sync() }
         let logged = try readEventsWhileOpen(beacon)
@@ -109,7 +109,7 @@ import Testing
         #expect(await eventually { beacon.writer.roomWaiterCount == 1 })
         await beacon.close()   // closing thaws the writer: "Fill" is written
         await waiting.value
-        #expect(beacon.stats.dropped == ["closed": 1])
+        #expect(beacon.stats.dropped == [.closed: 1])
         #expect(try readObjects(dir).map { $0["event"] as? String } == ["Fill"])
     }
 

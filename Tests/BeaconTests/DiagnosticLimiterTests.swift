@@ -138,7 +138,7 @@ import Testing
         let beacon = try Beacon(configuration: config)
         beacon.setWriterFrozen(true)
         for i in 0..<1001 { beacon.track("Burst", properties: ["i": .int(i)]) }
-        #expect(beacon.stats.dropped == ["backpressure": 1000])
+        #expect(beacon.stats.dropped == [.backpressure: 1000])
         #expect(diagnostics.all.count == 1)
         #expect(diagnostics.all.first?.subject == "backpressure")
         clock.advance(by: .seconds(10))

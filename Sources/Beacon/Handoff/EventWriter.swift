@@ -17,7 +17,7 @@ final class EventWriter: Sendable {
     /// Whether an event was queued, and if not, why it was dropped.
     enum Outcome: Sendable {
         case queued
-        case dropped(reason: String)
+        case dropped(reason: DropReason)
 
         var isQueued: Bool {
             if case .queued = self { return true }
@@ -30,8 +30,9 @@ final class EventWriter: Sendable {
         /// Called on the writer thread after each batch the log accepted, with the number of records
         /// the log now holds past its checkpoint.
         var onAppended: (@Sendable (_ pendingInLog: UInt64) -> Void)?
-        /// Called on the writer thread when the log refused a batch (count, reason, error).
-        var onFailure: @Sendable (_ records: Int, _ reason: String, _ error: any Error, _ kept: Bool) -> Void
+        /// Called on the writer thread when the log refused a batch (count, why it is dropped,
+        /// error), or could not write it yet and keeps it in memory (reason nil).
+        var onFailure: @Sendable (_ records: Int, _ reason: DropReason?, _ error: any Error) -> Void
     }
 
     let log: BeaconLog
@@ -134,11 +135,11 @@ final class EventWriter: Sendable {
     /// (`.dropNewest`) or, only under `.blockCallingThread`, blocks the calling thread.
     func enqueue(_ record: [UInt8]) -> Outcome {
         lock.withLock { held -> Outcome in
-            if held.state.closing { return .dropped(reason: "closed") }
+            if held.state.closing { return .dropped(reason: .closed) }
             if !held.state.fits(record.count, capacity: capacity) {
                 switch backpressure {
                 case .dropNewest:
-                    return .dropped(reason: "backpressure")
+                    return .dropped(reason: .backpressure)
                 case .blockCallingThread(let timeout):
                     let deadline = monotonicNanoseconds() + UInt64(max(0, timeout.nanoseconds))
                     held.state.waiters += 1
@@ -150,8 +151,8 @@ final class EventWriter: Sendable {
                         }
                     }
                     held.state.waiters -= 1
-                    if held.state.closing { return .dropped(reason: "closed") }
-                    if timedOut { return .dropped(reason: "backpressureTimeout") }
+                    if held.state.closing { return .dropped(reason: .closed) }
+                    if timedOut { return .dropped(reason: .backpressureTimeout) }
                 }
             }
             held.state.append(record)
@@ -164,11 +165,11 @@ final class EventWriter: Sendable {
     /// the queue is full. The writer queues the record as soon as it has room, after the records
     /// that waited longer, and resumes the task.
     ///
-    /// Returns `.dropped("closed")` when the writer closes first, and `.dropped("backpressure")`
+    /// Returns `.dropped(.closed)` when the writer closes first, and `.dropped(.backpressure)`
     /// when the task is cancelled while it waits.
     func enqueueWaitingForRoom(_ record: [UInt8]) async -> Outcome {
         let immediate = lock.withLock { held -> (outcome: Outcome?, id: UInt64) in
-            if held.state.closing { return (.dropped(reason: "closed"), 0) }
+            if held.state.closing { return (.dropped(reason: .closed), 0) }
             if held.state.roomWaiters.isEmpty && held.state.fits(record.count, capacity: capacity) {
                 held.state.append(record)
                 if held.state.writerWaiting { held.broadcast() }
@@ -183,8 +184,8 @@ final class EventWriter: Sendable {
             await withCheckedContinuation { (continuation: CheckedContinuation<Outcome, Never>) in
                 let now = lock.withLock { held -> Outcome? in
                     // Cancelled before the handler below could find the waiter: it never will.
-                    if Task.isCancelled { return .dropped(reason: "backpressure") }
-                    if held.state.closing { return .dropped(reason: "closed") }
+                    if Task.isCancelled { return .dropped(reason: .backpressure) }
+                    if held.state.closing { return .dropped(reason: .closed) }
                     if held.state.roomWaiters.isEmpty && held.state.fits(record.count, capacity: capacity) {
                         held.state.append(record)
                         if held.state.writerWaiting { held.broadcast() }
@@ -200,7 +201,7 @@ final class EventWriter: Sendable {
                 guard let index = held.state.roomWaiters.firstIndex(where: { $0.id == id }) else { return nil }
                 return held.state.roomWaiters.remove(at: index)
             }
-            cancelled?.continuation.resume(returning: .dropped(reason: "backpressure"))
+            cancelled?.continuation.resume(returning: .dropped(reason: .backpressure))
         }
     }
 
@@ -255,7 +256,7 @@ final class EventWriter: Sendable {
             held.state.waiters -= 1
             return abandoned
         }
-        for waiter in abandoned { waiter.continuation.resume(returning: .dropped(reason: "closed")) }
+        for waiter in abandoned { waiter.continuation.resume(returning: .dropped(reason: .closed)) }
     }
 
     private func run() {
@@ -328,23 +329,22 @@ final class EventWriter: Sendable {
             if let onAppended = hooks.onAppended { onAppended(log.stats.pendingRecords) }
         } catch let error as BeaconLogError {
             if error.keptSeqs != nil {
-                hooks.onFailure(batch.count, "kept", error, true)
+                hooks.onFailure(batch.count, nil, error)
                 if let onAppended = hooks.onAppended { onAppended(log.stats.pendingRecords) }
                 return
             }
-            let reason: String
+            let reason: DropReason
             switch error.code {
-            case .quotaExceeded: reason = "quota"
-            case .diskFull: reason = "diskFull"
-            case .failed, .closed: reason = "logFailed"
-            case .recordTooLarge: reason = "tooLarge"
-            default: reason = "logError"
+            case .quotaExceeded: reason = .quotaExceeded
+            case .diskFull: reason = .diskFull
+            case .failed, .closed: reason = .logFailed
+            default: reason = .logError
             }
             countRefused(batch.count)
-            hooks.onFailure(batch.count, reason, error, false)
+            hooks.onFailure(batch.count, reason, error)
         } catch {
             countRefused(batch.count)
-            hooks.onFailure(batch.count, "logError", error, false)
+            hooks.onFailure(batch.count, .logError, error)
         }
     }
 

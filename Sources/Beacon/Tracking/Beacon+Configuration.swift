@@ -11,12 +11,12 @@ extension Beacon {
     /// would rather wait calls ``Beacon/trackWaitingForRoom(_:properties:distinctId:)``, which
     /// suspends its task without holding a thread.
     public enum Backpressure: Sendable, Equatable {
-        /// Drop the event at once, counted as `"backpressure"` in ``BeaconStats/dropped``; the
-        /// first drop is reported as a diagnostic (then at most one per
+        /// Drop the event at once, counted as ``DropReason/backpressure`` in ``BeaconStats/dropped``;
+        /// the first drop is reported as a diagnostic (then at most one per
         /// ``Configuration/diagnosticsInterval``, with the count of those not reported). The default.
         case dropNewest
         /// Block the calling thread up to `timeout` for room, then drop the event (counted as
-        /// `"backpressureTimeout"`). Only for threads you own (a `Thread` or a queue of your own,
+        /// ``DropReason/backpressureTimeout``). Only for threads you own (a `Thread` or a queue of your own,
         /// a command-line tool): never set it where `track` runs on the cooperative pool or a NIO
         /// event loop, where a stalled disk would stall every request of the process.
         case blockCallingThread(timeout: Duration)

@@ -63,8 +63,8 @@ public final class Beacon: Sendable {
     }
 
     struct Counters: Sendable {
-        var invalidByRule: [String: UInt64] = [:]
-        var dropped: [String: UInt64] = [:]
+        var invalidByRule: [BeaconValidationError.Rule: UInt64] = [:]
+        var dropped: [DropReason: UInt64] = [:]
         var lastError: String?
     }
 
@@ -94,7 +94,7 @@ public final class Beacon: Sendable {
         let quotaDrops = self.quotaDrops, maxBytes = configuration.maxBytes, report = configuration.diagnostics
         logConfig.onDropped = { records in
             guard let message = quotaDrops.message(dropped: records, maxBytes: maxBytes) else { return }
-            report(BeaconDiagnostic(kind: .dropped, message: message, subject: QuotaDrops.reason))
+            report(BeaconDiagnostic(kind: .dropped, message: message, subject: DropReason.quotaDeleted.name))
         }
         let log = try BeaconLog(configuration: logConfig)
         quotaDrops.opened(log)
@@ -135,14 +135,14 @@ public final class Beacon: Sendable {
         self.counters = countersMutex
         self.writer = EventWriter(log: log, capacity: configuration.handoffBytes, backpressure: configuration.backpressure, hooks: EventWriter.Hooks(
             onAppended: nil,
-            onFailure: { records, reason, error, kept in
+            onFailure: { records, reason, error in
                 countersMutex.withLock { c in
                     c.lastError = "\(error)"
-                    if !kept { c.dropped[reason, default: 0] += UInt64(records) }
+                    if let reason { c.dropped[reason, default: 0] += UInt64(records) }
                 }
-                diagnostics(BeaconDiagnostic(kind: kept ? .storage : .dropped, message: kept
-                    ? "the log could not write \(records) records yet; they are kept in memory: \(error)"
-                    : "the log refused \(records) records (\(reason)): \(error)", subject: reason))
+                diagnostics(BeaconDiagnostic(kind: reason == nil ? .storage : .dropped, message: reason.map {
+                    "the log refused \(records) records (\($0)): \(error)"
+                } ?? "the log could not write \(records) records yet; they are kept in memory: \(error)", subject: reason?.name ?? "kept"))
             }))
         startDelivery()
         if configuration.lifecycleEvents {
@@ -187,8 +187,8 @@ public final class Beacon: Sendable {
     /// room, instead of dropping the event. It never blocks a thread: the task gives its thread
     /// back and the writer resumes it. Waiting events are queued oldest first.
     ///
-    /// The event is dropped and counted anyway when the tracker closes while it waits (`"closed"`)
-    /// or the task is cancelled (`"backpressure"`). A request handler that calls this waits as
+    /// The event is dropped and counted anyway when the tracker closes while it waits (``DropReason/closed``)
+    /// or the task is cancelled (``DropReason/backpressure``). A request handler that calls this waits as
     /// long as the disk does: bound it with the request's own timeout.
     ///
     /// ```swift
@@ -259,23 +259,14 @@ public final class Beacon: Sendable {
         guard case .dropped(let reason) = outcome else { return }
         counters.withLock { $0.dropped[reason, default: 0] += 1 }
         configuration.diagnostics(BeaconDiagnostic(
-            kind: .dropped, message: "dropped event \"\(RecordEncoder.subject(input))\" (\(reason)): \(Beacon.explain(reason))",
-            subject: reason))
+            kind: .dropped, message: "dropped event \"\(RecordEncoder.subject(input))\" (\(reason)): \(reason.explanation)",
+            subject: reason.name))
     }
 
     func refuse(_ error: BeaconValidationError) {
-        counters.withLock { $0.invalidByRule[error.rule.rawValue, default: 0] += 1 }
+        counters.withLock { $0.invalidByRule[error.rule, default: 0] += 1 }
         configuration.diagnostics(BeaconDiagnostic(kind: .invalidInput, validation: error, message: error.description,
-                                                   subject: "\(error.rule.rawValue) \(error.event) \(error.key ?? "")"))
-    }
-
-    static func explain(_ reason: String) -> String {
-        switch reason {
-        case "closed": return "the tracker is closed; track before close()"
-        case "backpressure": return "the hand-off to the writer is full (the disk is behind or stalled); raise handoffBytes, or wait for room with trackWaitingForRoom"
-        case "backpressureTimeout": return "the hand-off to the writer stayed full for the whole block timeout (the disk is behind or stalled)"
-        default: return "see stats.lastError"
-        }
+                                                   subject: "\(error.rule.name) \(error.event) \(error.key ?? "")"))
     }
 
     // MARK: Stats
@@ -294,7 +285,7 @@ public final class Beacon: Sendable {
             stats.lastError = c.lastError ?? logStats.lastError
         }
         let deleted = quotaDrops.count(in: logStats)
-        if deleted > 0 { stats.dropped[QuotaDrops.reason] = deleted }
+        if deleted > 0 { stats.dropped[.quotaDeleted] = deleted }
         stats.invalid = stats.invalidByRule.values.reduce(0, +)
         stats.durable = logStats.durableRecords
         stats.pending = accepted > logStats.durableRecords ? accepted - logStats.durableRecords : 0
@@ -304,7 +295,7 @@ public final class Beacon: Sendable {
     // MARK: Closing
 
     /// Tracks `$AppEnd` (with the uptime), writes everything tracked, fsyncs, and closes the log,
-    /// releasing its lock. Later `track` calls are dropped (counted as `"closed"`). Closing twice
+    /// releasing its lock. Later `track` calls are dropped (counted as ``DropReason/closed``). Closing twice
     /// does nothing.
     public func close() async {
         await BlockingQueue.run { [self] in
