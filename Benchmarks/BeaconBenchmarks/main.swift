@@ -12,6 +12,7 @@ var benchPhases: [any BenchPhase.Type] {
         TrackPhase.self,
         StallPhase.self,
         UploadPhase.self,
+        SidecarPhase.self,
         EndToEndPhase.self,
     ]
 }

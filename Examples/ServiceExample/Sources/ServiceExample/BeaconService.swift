@@ -2,19 +2,14 @@ import Beacon
 import Logging
 import ServiceLifecycle
 
-// The README's snippets for services, compiled here.
+// The README's snippets for services ("Running in a service"), compiled here.
 
 /// Beacon as a service of a swift-service-lifecycle `ServiceGroup`. A group stops its services
 /// with graceful shutdown, not cancellation; `cancelWhenGracefulShutdown` turns the one into the
-/// other, and Beacon's `run` drains, uploads within its grace and returns when cancelled.
+/// other, and Beacon's `run()` then delivers what is pending within `shutdownGrace` and returns.
 struct BeaconService: Service {
     let beacon: Beacon
-
-    func run() async throws {
-        try await cancelWhenGracefulShutdown {
-            try await beacon.run(gracePeriod: .seconds(3))
-        }
-    }
+    func run() async throws { try await cancelWhenGracefulShutdown { try await beacon.run() } }
 }
 
 enum BeaconLogging {

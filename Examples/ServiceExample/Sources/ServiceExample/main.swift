@@ -24,6 +24,7 @@ do {
     exit(78)   // EX_CONFIG: the program decides to end, not the library
 }
 config.diagnostics = BeaconLogging.diagnostics(to: logger)
+config.shutdownGrace = .seconds(3)   // how long the stop may deliver, within the 5 s a deployment allows
 let beacon = try Beacon(configuration: config)
 
 let router = Router()
