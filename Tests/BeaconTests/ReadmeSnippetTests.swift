@@ -6,9 +6,9 @@ import Testing
 /// - a plain ```` ```swift ```` block must stand verbatim between `// README begin` and
 ///   `// README end` in a file of `Tests/ReadmeSnippets/` (a target `swift build` compiles), and a
 ///   block that imports modules must be in a file that imports exactly those;
-/// - ```` ```swift service-example ```` marks a block that needs Hummingbird or
-///   swift-service-lifecycle: it must stand verbatim in a source file of a package nested in the
-///   repository (the service example, with its own `Package.swift`);
+/// - ```` ```swift service-example ```` marks a block that needs Hummingbird, swift-log or
+///   swift-service-lifecycle: it must stand verbatim (indentation aside) in a source file of a
+///   package nested in the repository (the service example, with its own `Package.swift`);
 /// - ```` ```swift manifest ```` marks a user's `Package.swift`: `swift package dump-package` must
 ///   evaluate it.
 ///
@@ -119,8 +119,18 @@ struct ReadmeSnippetTests {
             print("SKIPPED: \(blocks.count) README blocks marked service-example are not checked: no package is nested in the repository yet (the service example)")
             return
         }
+        // The example nests snippets in functions: lines are compared without their indentation.
+        func lines(_ text: String) -> [String] { text.components(separatedBy: "\n").map { String($0.drop { $0 == " " }) } }
+        func holds(_ file: [String], _ run: [String]) -> Bool {
+            guard !run.isEmpty, file.count >= run.count else { return run.isEmpty }
+            return (0...(file.count - run.count)).contains { Array(file[$0..<($0 + run.count)]) == run }
+        }
         for block in blocks {
-            let found = sources.contains { $0.text.contains(block.code) && block.imports.allSatisfy($0.text.components(separatedBy: "\n").contains) }
+            let code = lines(block.code)
+            let found = sources.contains { file in
+                let fileLines = lines(file.text)
+                return holds(fileLines, code) && block.imports.allSatisfy(fileLines.contains)
+            }
             #expect(found, "\(block) is not verbatim in a source file of the service example package (\(sources.count) files searched)")
         }
     }
