@@ -56,4 +56,30 @@ import BeaconTesting
         #expect(transport.requests.count == 1, "a request was sent after shutdown began")
         _ = await pendingFlush.value
     }
+
+    /// The same on a manual clock, so no stall of a loaded machine can reorder it: the flush sleeps
+    /// until the Retry-After (30 s), shutdown(200 ms) begins, and only its deadline passes. The
+    /// flush is cancelled at the deadline and nothing is sent after shutdown began.
+    @Test func shutdownCancelsAFlushAsleepUntilRetryAfterOnAManualClock() async throws {
+        let dir = DeliveryTempDir()
+        defer { dir.remove() }
+        let log = try deliveryLog(dir, events: 0..<5)
+        let clock = ManualClock()
+        let transport = InMemoryTransport(replies: [.status(503, headers: ["Retry-After": "30"])])
+        transport.defaultReply = .hang
+        let uploader = try Uploader(log: log, configuration: testDelivery(), transport: transport, clock: clock)
+        _ = await uploader.flush()
+        let pendingFlush = Task { await uploader.flush() }
+        await clock.waitForSleepers(count: 1)  // the flush, until the Retry-After
+        let shutdown = Task { await uploader.shutdown(timeout: .milliseconds(200)) }
+        await clock.waitForSleepers(count: 2)  // and the shutdown's deadline
+        clock.advance(by: .milliseconds(200))
+        let result = await shutdown.value
+        #expect(result.outcome.isComplete == false, "\(result)")
+        #expect(result.remaining == 5)
+        #expect(transport.requests.count == 1, "a request was sent after shutdown began")
+        let flushed = await pendingFlush.value
+        #expect(flushed.outcome.isComplete == false, "\(flushed)")
+        #expect(transport.requests.count == 1)
+    }
 }
