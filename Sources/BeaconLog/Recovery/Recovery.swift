@@ -17,6 +17,9 @@ enum Recovery {
         var size: UInt64
         /// The end of the last valid record (0 if none).
         var validEnd: UInt64
+        /// The highest seq of a valid record: the log goes on after it. Not simply the last one's:
+        /// in a damaged segment a lower seq may follow, and the next append must not reuse a seq
+        /// that a reader already delivered (nor could the batch that read it be acknowledged).
         var lastSeq: UInt64?
     }
 
@@ -107,7 +110,7 @@ enum Recovery {
             forEachLine(raw) { range, parsed in
                 if case .record(let seq, _) = parsed {
                     scan.validEnd = UInt64(range.upperBound + 1)
-                    scan.lastSeq = seq
+                    scan.lastSeq = max(scan.lastSeq ?? seq, seq)
                 }
             }
         }

@@ -1,0 +1,2 @@
+import FuzzSupport
+FuzzMain.run { _ in }
