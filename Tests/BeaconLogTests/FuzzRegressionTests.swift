@@ -41,7 +41,7 @@ import Testing
 
 extension FuzzRegressionTests {
     /// FuzzSegments: an older segment held a valid record whose seq (5) lies past the log's end
-    /// (4, from the newest segment; opening does not scan the older ones), then seq 2. Reading
+    /// (5, from the newest segments; opening does not scan the older ones), then seq 2. Reading
     /// returned seq 5 and passed over the rest as copies, and the batch's end (seq 6) could never
     /// be acknowledged: delivery was stuck there for good. A seq past the end is damaged digits
     /// (the CRC does not cover them): passed over and counted, and the records after it are read.
@@ -49,13 +49,33 @@ extension FuzzRegressionTests {
         try withTemporaryDirectory { dir in
             try writeSegment(dir, 0, frames([5, 2]))
             try writeSegment(dir, 1, frames([3]))
+            try writeSegment(dir, 2, frames([4]))
             let log = try BeaconLog(configuration: smallConfig(dir))
-            #expect(log.stats.nextSeq == 4)
+            #expect(log.stats.nextSeq == 5)
             let batch = try log.read(maxRecords: 100)
-            #expect(batch.seqs == [2, 3])
+            #expect(batch.seqs == [2, 3, 4])
             #expect(batch.skippedCorrupt == 1)
             try log.acknowledge(through: batch.end)
-            #expect(try log.append("{}") == 4)
+            #expect(try log.append("{}") == 5)
+            try log.close()
+        }
+    }
+}
+
+extension FuzzRegressionTests {
+    /// FuzzSegments: the newest segment held only a copy of seq 1 among garbage (a rewrite after a
+    /// failed fsync, then torn), the older one seqs 0–2. Opening took seq 2 as the log's end, so
+    /// record 2 looked past the end. The previous segment's tail now counts for the end too.
+    @Test func tornRewriteBelowThePreviousSegmentsEnd() throws {
+        try withTemporaryDirectory { dir in
+            try writeSegment(dir, 0, frames([0, 1, 2]))
+            try writeSegment(dir, 1, Array("garbage\n".utf8) + frames([1]) + Array(#"{"seq":2,"crc":1,"ev"#.utf8))
+            let log = try BeaconLog(configuration: smallConfig(dir))
+            #expect(log.stats.nextSeq == 3)
+            let batch = try log.read(maxRecords: 100)
+            #expect(batch.seqs == [0, 1, 2])
+            try log.acknowledge(through: batch.end)
+            #expect(try log.append("{}") == 3)
             try log.close()
         }
     }

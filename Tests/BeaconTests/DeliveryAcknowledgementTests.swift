@@ -199,7 +199,7 @@ struct DeliveryAcknowledgementTests {
         try FileManager.default.createDirectory(atPath: dir.path, withIntermediateDirectories: true)
         let file = InflightFile(directory: dir.path, fileSystem: SystemFileSystem())
         #expect(file.load().isEmpty)
-        let big = InflightFile.Range(firstSeq: .max, count: .max, sends: .max)
+        let big = InflightFile.Range(firstSeq: .max, count: InflightFile.maxCount, sends: InflightFile.maxCount, failures: InflightFile.maxCount)
         for ranges in [[], [InflightFile.Range(firstSeq: 7, count: 3, sends: 2)], [.init(firstSeq: 0, count: 50), big], [big]] {
             try file.save(ranges)
             #expect(file.load() == ranges)

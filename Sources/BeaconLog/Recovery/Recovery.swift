@@ -60,6 +60,14 @@ enum Recovery {
             }
             index -= 1
         }
+        // A rewrite after a failed fsync starts a segment with copies of the previous one's last
+        // records; if the rest of it was torn, the previous segment ends higher than it: the log
+        // goes on after that, or its batch could never be acknowledged and an append would reuse
+        // a seq a reader delivered. Its tail only (64 KiB, more while it holds no record).
+        if let newest = lastSeq, index > 0,
+           let previous = try highestSeqNearEnd(path: directory + "/" + SegmentName.fileName(segments[index - 1].number), fs: fs) {
+            lastSeq = max(newest, previous)
+        }
 
         // The checkpoint.
         let loaded = try loadCheckpoint(segments: segments, lastSeq: lastSeq, directory: directory, fs: fs)
@@ -115,6 +123,31 @@ enum Recovery {
             }
         }
         return scan
+    }
+
+    /// The highest seq among the valid records at the end of a segment: its last 64 KiB, four
+    /// times more while they hold no valid record.
+    static func highestSeqNearEnd(path: String, fs: any FileSystem) throws -> UInt64? {
+        let file = try fs.open(path, .read)
+        defer { fs.close(file) }
+        let size = try fs.size(file)
+        var window: UInt64 = 64 * 1024
+        while true {
+            let start = size > window ? size - window : 0
+            var bytes = [UInt8](repeating: 0, count: Int(size - start))
+            let n = try bytes.withUnsafeMutableBytes { try fs.read(file, into: $0, at: start) }
+            bytes.removeLast(bytes.count - n)
+            var highest: UInt64?
+            bytes.withUnsafeBytes { raw in
+                // From inside the file the first line may be cut: only lines after its first newline count.
+                let from = start == 0 ? 0 : (raw.firstIndex(of: 0x0A).map { $0 + 1 } ?? raw.count)
+                forEachLine(UnsafeRawBufferPointer(rebasing: raw[from...])) { _, parsed in
+                    if case .record(let seq, _) = parsed { highest = max(highest ?? seq, seq) }
+                }
+            }
+            if highest != nil || start == 0 { return highest }
+            window *= 4
+        }
     }
 
     /// Calls `body` for every complete line (ending in `\n`) with its range (without the newline)
