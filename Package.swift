@@ -2,7 +2,7 @@
 //
 // Beacon: durable, ordered analytics events for Swift services on Linux.
 // Zero package dependencies: only the Swift toolchain (stdlib, Foundation, Dispatch,
-// Synchronization, Glibc) and the system zlib.
+// Synchronization, Glibc), the system zlib and the system OpenSSL.
 import PackageDescription
 
 let package = Package(
@@ -20,7 +20,9 @@ let package = Package(
         .target(name: "CBeaconCRC"),
         .target(name: "BeaconLog", dependencies: ["CBeaconCRC"]),
         .systemLibrary(name: "CZlib", path: "Sources/CZlib"),
-        .target(name: "Beacon", dependencies: ["BeaconLog", "CZlib"]),
+        // The system's OpenSSL 3 (libssl-dev) for SocketTransport's https.
+        .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL"),
+        .target(name: "Beacon", dependencies: ["BeaconLog", "CZlib", "COpenSSL"]),
         // The loopback HTTP/1.1 collector: `beacon collect` and BeaconTesting (which re-exports it)
         // share it; not a product of its own.
         .target(name: "BeaconHTTPServer", dependencies: ["Beacon"]),

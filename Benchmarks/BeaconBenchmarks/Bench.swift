@@ -106,6 +106,18 @@ struct Figure {
         Figure(peer: peer, phase: phase, mode: "", kind: .value(name: name, value: value, fields: fields))
     }
 
+    /// The same figure under another mode (a reference shared by several modes of one round).
+    /// Value figures carry the mode at the end of their name (`cpu_us_per_request_batch50`).
+    func renamed(from old: String, to mode: String) -> Figure {
+        var copy = self
+        switch kind {
+        case .throughput: copy.mode = mode
+        case .value(let name, let value, let fields):
+            copy.kind = .value(name: name.hasSuffix(old) ? String(name.dropLast(old.count)) + mode : name, value: value, fields: fields)
+        }
+        return copy
+    }
+
     var eventsPerSecond: Double {
         if case .throughput(let n, _, let seconds) = kind { return Double(n) / seconds }
         return 0

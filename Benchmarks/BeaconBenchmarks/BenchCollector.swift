@@ -4,9 +4,11 @@ import Glibc
 
 /// A collector on 127.0.0.1 in a child process, so that its CPU time is not the measured
 /// process's: Beacon's `LoopbackCollector` (`beacon-bench --serve-collector loopback`), or nginx
-/// answering `return 200` (`--serve-collector nginx DIR`) when nginx is installed.
+/// answering `return 200` (`--serve-collector nginx DIR`) when nginx is installed, also over https
+/// on a second port when the `openssl` command is there to make a throwaway certificate (`DIR/tls.pem`,
+/// for 127.0.0.1, its own CA).
 ///
-/// The child prints `ready <port>`, answers `stats` with `<accepted events> <body bytes>` (`-1 -1`
+/// The child prints `ready <port> [<https port>]`, answers `stats` with `<accepted events> <body bytes>` (`-1 -1`
 /// for nginx, which does not count), and exits when its standard input closes (stopping nginx
 /// first), so it never outlives the benchmark.
 final class BenchCollector {
@@ -16,6 +18,10 @@ final class BenchCollector {
 
     let kind: Kind
     let port: UInt16
+    /// nginx's https port, when it has one.
+    let tlsPort: UInt16?
+    /// The throwaway certificate nginx serves on ``tlsPort``, to trust (`--cacert`).
+    let caFile: String
     private let child: ChildProcess
 
     /// Starts the collector of `kind`; nginx keeps its files in `directory`.
@@ -23,16 +29,22 @@ final class BenchCollector {
         self.kind = kind
         child = try ChildProcess(benchArguments: ["--serve-collector", kind.rawValue, directory])
         let line = try child.readLine(timeout: 30)
-        guard line.hasPrefix("ready "), let port = UInt16(line.dropFirst(6)) else {
+        let ports = line.split(separator: " ").dropFirst().map { UInt16($0) }
+        guard line.hasPrefix("ready "), let port = ports.first ?? nil else {
             child.stop()
             throw BenchFailure("the \(kind) collector did not start: \(line)")
         }
         self.port = port
+        tlsPort = ports.dropFirst().first ?? nil
+        caFile = directory + "/tls.pem"
     }
 
     deinit { child.stop() }
 
     var url: URL { URL(string: "http://127.0.0.1:\(port)/events")! }
+
+    /// The https URL, when the collector has one.
+    var httpsURL: URL? { tlsPort.map { URL(string: "https://127.0.0.1:\($0)/events")! } }
 
     /// Events the collector accepted and body bytes it received (nil for nginx).
     func stats() throws -> (events: Int, bodyBytes: Int)? {
@@ -88,13 +100,14 @@ final class BenchCollector {
         case .nginx:
             let nginx: pid_t
             let port: UInt16
+            let tlsPort: UInt16?
             do {
-                (nginx, port) = try startNginx(in: arguments[1])
+                (nginx, port, tlsPort) = try startNginx(in: arguments[1])
             } catch {
                 reply("error \(error)")
                 exit(1)
             }
-            reply("ready \(port)")
+            reply("ready \(port)" + (tlsPort.map { " \($0)" } ?? ""))
             while let line = readLine() {
                 if line == "stats" { reply("-1 -1") }
             }
@@ -110,12 +123,17 @@ final class BenchCollector {
     }
 
     /// Starts nginx in the foreground with a private configuration in `directory`, on a free port
-    /// of 127.0.0.1, answering 200 to everything; returns its pid once it accepts connections.
-    static func startNginx(in directory: String) throws -> (pid_t, UInt16) {
+    /// of 127.0.0.1, answering 200 to everything, and over https on a second port when a throwaway
+    /// certificate could be made; returns its pid and ports once it accepts connections.
+    static func startNginx(in directory: String) throws -> (pid_t, UInt16, UInt16?) {
         guard let binary = nginxPath else { throw BenchFailure("nginx is not installed") }
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let tls = throwawayCertificate(in: directory)
         for _ in 0..<5 {
             let port = try freePort()
+            var tlsPort = tls ? try freePort() : nil
+            while tlsPort == port { tlsPort = try freePort() }
+            let https = tlsPort.map { "server { listen 127.0.0.1:\($0) ssl; ssl_certificate \(directory)/tls.pem; ssl_certificate_key \(directory)/tls.key; location / { return 200; } }" } ?? ""
             let config = """
                 daemon off;
                 worker_processes 1;
@@ -136,6 +154,7 @@ final class BenchCollector {
                         listen 127.0.0.1:\(port);
                         location / { return 200; }
                     }
+                    \(https)
                 }
                 """
             try config.write(toFile: directory + "/nginx.conf", atomically: true, encoding: .utf8)
@@ -155,7 +174,7 @@ final class BenchCollector {
             while now() < end {
                 var exitStatus: Int32 = 0
                 if waitpid(pid, &exitStatus, WNOHANG) == pid { break }
-                if canConnect(port) { return (pid, port) }
+                if canConnect(port) && tlsPort.map(canConnect) != false { return (pid, port, tlsPort) }
                 usleep(5000)
             }
             kill(pid, SIGKILL)
@@ -164,6 +183,22 @@ final class BenchCollector {
         }
         let log = (try? String(contentsOfFile: directory + "/error.log", encoding: .utf8)) ?? ""
         throw BenchFailure("nginx did not start: \(log.split(separator: "\n").suffix(3).joined(separator: "; "))")
+    }
+
+    /// Makes `directory/tls.pem` and `tls.key` (self-signed, P-256, for 127.0.0.1) with the
+    /// `openssl` command; false when it is not installed or fails.
+    static func throwawayCertificate(in directory: String) -> Bool {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                             "-keyout", directory + "/tls.key", "-out", directory + "/tls.pem", "-days", "2",
+                             "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"]
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return false }
+        process.waitUntilExit()
+        return process.terminationStatus == 0
     }
 
     /// A port of 127.0.0.1 free a moment ago.

@@ -2,21 +2,26 @@ import Beacon
 import Foundation
 import Glibc
 
-/// Upload: a full log (the workload's events) delivered by the `Uploader` through `HTTPTransport`
-/// (URLSession) to a collector on 127.0.0.1 in a child process, for 50 and 500 events per request,
-/// with and without gzip; timed from the first read to the last acknowledgement (each batch's
-/// checkpoint made durable). Beside each, the baseline `raw`: a plain URLSession loop sending the
-/// same events (bodies built beforehand), one POST in flight, to the same collector.
+/// Upload: a full log (the workload's events) delivered by the `Uploader` to a collector on
+/// 127.0.0.1 in a child process, for 50 and 500 events per request, with and without gzip; timed
+/// from the first read to the last acknowledgement (each batch's checkpoint made durable). Modes
+/// `batch…` use the default transport (``Uploader/defaultTransport(for:)``), `urlsession_batch…`
+/// `HTTPTransport`. The reference `raw` of every mode is the physical limit of the shape: a raw
+/// keep-alive loop (``KeepAliveLoop``: one connection, one request in flight, the same prebuilt
+/// bodies, the same collector process), run in the same round; `ref_urlsession_loop_…` is a plain
+/// URLSession loop against that same reference.
 ///
 /// Collectors: Beacon's loopback collector (`beacon-bench --serve-collector loopback`, which also
 /// counts the events, checked, and the body bytes on the wire per event), then nginx answering
-/// `return 200` (modes `nginx_…`) when nginx is installed. Also the peak RSS of this process
+/// `return 200` (modes `nginx_…`) when nginx is installed, and the same nginx over https
+/// (`nginx_https_batch…`: ``SocketTransport`` with TLS, a throwaway certificate trusted with
+/// `caFile`; the reference is the same plain-http keep-alive loop). Also the peak RSS of this process
 /// during each upload (sampled every 2 ms; the benchmark's own payloads included), its CPU time
 /// per request (beside the loop's: on a small machine the client's CPU bounds its rate), and
 /// modes `instant_…`: the uploader with a transport that answers at once, Beacon's own cost.
 enum UploadPhase: BenchPhase {
     static let name = "upload"
-    static let summary = "full log -> collector process over HTTP, batch 50/500, plain/gzip, vs a URLSession loop; peak RSS"
+    static let summary = "full log -> collector process over HTTP, batch 50/500, plain/gzip, default transport and URLSession, vs a raw keep-alive loop; CPU per request, peak RSS"
 
     static func runRound(_ context: BenchContext) throws -> [Figure] {
         let n = context.quick ? 10_000 : 100_000
@@ -30,28 +35,41 @@ enum UploadPhase: BenchPhase {
         for kind in kinds {
             let collector = try BenchCollector(kind, directory: try context.scratch("beacon-nginx"))
             defer { collector.stop() }
+            let prefix = kind == .nginx ? "nginx_" : ""
             for batch in [50, 500] {
                 for gzip in [false, true] {
-                    let mode = (kind == .nginx ? "nginx_" : "") + "batch\(batch)" + (gzip ? "_gzip" : "")
-                    figures += try beacon(context, payloads, collector, batch: batch, gzip: gzip, mode: mode)
-                    figures += try raw(payloads, collector, batch: batch, gzip: gzip, mode: mode)
+                    // The reference of every mode of this batch size: the raw keep-alive loop.
+                    let mode = prefix + "batch\(batch)" + (gzip ? "_gzip" : "")
+                    let loop = try keepAlive(payloads, collector, batch: batch, gzip: gzip, mode: mode)
+                    figures += loop
+                    figures += try beacon(context, payloads, collector, batch: batch, gzip: gzip, mode: mode, transport: Uploader.defaultTransport(for: collector.url))
+                    guard !gzip else { continue }
+                    // URLSession: Beacon through HTTPTransport, and a plain URLSession loop (a
+                    // second reference), each against the same keep-alive loop round.
+                    let session = prefix + "urlsession_batch\(batch)"
+                    figures += loop.map { $0.renamed(from: mode, to: session) }
+                    figures += try beacon(context, payloads, collector, batch: batch, gzip: false, mode: session, transport: HTTPTransport())
+                    let reference = prefix + "ref_urlsession_loop_batch\(batch)"
+                    figures += loop.map { $0.renamed(from: mode, to: reference) }
+                    figures += try urlSessionLoop(payloads, collector, batch: batch, mode: reference)
+                    // https to the same nginx, beside http: Beacon's own client with TLS.
+                    if let https = collector.httpsURL {
+                        let secure = prefix + "https_batch\(batch)"
+                        figures += loop.map { $0.renamed(from: mode, to: secure) }
+                        figures += try beacon(context, payloads, collector, batch: batch, gzip: false, mode: secure, transport: try SocketTransport(tls: TLSConfiguration(caFile: collector.caFile)), url: https)
+                    }
                 }
-            }
-            // SocketTransport (Beacon's own HTTP/1.1 client) beside URLSession: modes `socket_…`.
-            for batch in [50, 500] {
-                let mode = (kind == .nginx ? "nginx_" : "") + "socket_batch\(batch)"
-                figures += try beacon(context, payloads, collector, batch: batch, gzip: false, mode: mode, transport: SocketTransport())
             }
         }
         return figures
     }
 
-    static func beacon(_ context: BenchContext, _ payloads: Payloads, _ collector: BenchCollector, batch: Int, gzip: Bool, mode: String, transport: any Transport = HTTPTransport()) throws -> [Figure] {
+    static func beacon(_ context: BenchContext, _ payloads: Payloads, _ collector: BenchCollector, batch: Int, gzip: Bool, mode: String, transport: any Transport = HTTPTransport(), url: URL? = nil) throws -> [Figure] {
         let n = payloads.events.count
         let dir = try context.scratch("beacon-upload-\(mode)")
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let log = try filledLog(dir, payloads)
-        var config = DeliveryConfiguration(url: collector.url)
+        var config = DeliveryConfiguration(url: url ?? collector.url)
         config.batchSize = batch
         config.gzip = gzip
         config.flushInterval = nil
@@ -124,21 +142,40 @@ enum UploadPhase: BenchPhase {
         return log
     }
 
-    static func raw(_ payloads: Payloads, _ collector: BenchCollector, batch: Int, gzip: Bool, mode: String) throws -> [Figure] {
+    /// The reference: the raw keep-alive loop (``KeepAliveLoop``) sending the same events.
+    static func keepAlive(_ payloads: Payloads, _ collector: BenchCollector, batch: Int, gzip: Bool, mode: String) throws -> [Figure] {
         let n = payloads.events.count
-        let bodies = URLSessionLoop.bodies(payloads.events, batch: batch, gzip: gzip)
+        let bodies = KeepAliveLoop.bodies(payloads.events, batch: batch, gzip: gzip)
         let before = try collector.stats()
         let start = Memory.currentMiB
         let cpuBefore = Memory.cpuSeconds
-        let (seconds, peak) = try Memory.peak { try URLSessionLoop.run(bodies, to: collector.url, gzip: gzip) }
+        let (seconds, peak) = try Memory.peak { try KeepAliveLoop.run(bodies, port: collector.port, gzip: gzip) }
         let cpu = Memory.cpuSeconds - cpuBefore
         if let before, let after = try collector.stats(), after.events - before.events != n {
-            throw BenchFailure("upload \(mode), URLSession loop: the collector accepted \(after.events - before.events) of \(n) events")
+            throw BenchFailure("upload \(mode), keep-alive loop: the collector accepted \(after.events - before.events) of \(n) events")
         }
         return [
             .throughput("raw", "upload", mode, n: n, bytes: payloads.totalBytes, seconds: seconds),
             .value("raw", "upload", "peak_rss_mib_\(mode)", peak, fields: [("start_mib", format(start, 1))]),
             .value("raw", "upload", "cpu_us_per_request_\(mode)", cpu * 1e6 / Double(bodies.count)),
+        ]
+    }
+
+    /// The second reference: a plain URLSession loop (``URLSessionLoop``), printed as a row of its
+    /// own (peer `beacon`, mode `ref_urlsession_loop_…`: it is not Beacon) against the keep-alive loop.
+    static func urlSessionLoop(_ payloads: Payloads, _ collector: BenchCollector, batch: Int, mode: String) throws -> [Figure] {
+        let n = payloads.events.count
+        let bodies = URLSessionLoop.bodies(payloads.events, batch: batch, gzip: false)
+        let before = try collector.stats()
+        let cpuBefore = Memory.cpuSeconds
+        let seconds = try URLSessionLoop.run(bodies, to: collector.url, gzip: false)
+        let cpu = Memory.cpuSeconds - cpuBefore
+        if let before, let after = try collector.stats(), after.events - before.events != n {
+            throw BenchFailure("upload \(mode): the collector accepted \(after.events - before.events) of \(n) events")
+        }
+        return [
+            .throughput("beacon", "upload", mode, n: n, bytes: payloads.totalBytes, seconds: seconds),
+            .value("beacon", "upload", "cpu_us_per_request_\(mode)", cpu * 1e6 / Double(bodies.count)),
         ]
     }
 }

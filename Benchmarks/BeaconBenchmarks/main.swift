@@ -157,8 +157,9 @@ let header = """
     machine: \(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(loadAtStart) at the start, \(loadAverage()) at the end
     beacon: BeaconLog public API, one append call per event, segments 8 MiB, fsync(2) per commit (FileHandle.synchronize),
             checkpoint in place (pwrite + fdatasync, two slots); raw: 64 KiB buffer + write(2) + fdatasync(2), B: in-place pwrite + fdatasync
-    upload, endtoend: the collector is a child process (loopback, and nginx when installed: modes nginx_*); raw: a plain URLSession
-            loop, one POST in flight, the same events, bodies built beforehand; peak RSS is this process's (payloads included)
+    upload, endtoend: the collector is a child process (loopback, and nginx when installed: modes nginx_*); raw: a raw keep-alive
+            loop (one connection, one request in flight, the same prebuilt bodies, minimal headers; the limit of the shape);
+            ref_urlsession_loop_*: a plain URLSession loop (not Beacon); peak RSS is this process's (payloads included)
     """
 report.print(rounds: roundCount, header: header)
 exit(ok ? 0 : 1)

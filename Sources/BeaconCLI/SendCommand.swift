@@ -13,6 +13,7 @@ struct SendCommand: Command {
         beacon send DIR --url URL [--batch N] [--catch-up-batch N] [--format array|envelope|ndjson]
                         [--gzip] [--header 'K: V']... [--follow] [--retries N]
                         [--transport auto|urlsession|socket]
+                        [--cacert FILE|DIR] [--cert FILE --key FILE]
           Uploads DIR's pending events to URL in order with Beacon's uploader, holding DIR's
           reader lock (a service may keep appending), and acknowledges each batch when the
           collector answers 2xx. Answers are handled as the library does: 5xx, 408, 429 and
@@ -33,31 +34,38 @@ struct SendCommand: Command {
           --retries N     without --follow: transient failures in a row without progress (no
                           event delivered in between) before giving up (default 5; at least 3
                           for an event that keeps failing to be isolated and set aside)
-          --transport T   auto (default: socket for a plain http URL, urlsession for https or
-                          when http_proxy/all_proxy is set), socket (Beacon's own HTTP/1.1
-                          client, http only: less CPU a request, flat memory) or urlsession
+          --transport T   auto (default: socket, urlsession when the URL scheme's proxy
+                          variable or all_proxy is set), socket (Beacon's own HTTP/1.1 client,
+                          TLS through the system's OpenSSL: less CPU a request, flat memory) or
+                          urlsession
+          --cacert PATH   https: trust the CA certificates in this PEM file (or directory named
+                          by subject hash) instead of the system's; the certificate is always
+                          verified (chain, validity, host name), TLS 1.2 or later
+          --cert FILE, --key FILE
+                          https: the client certificate (PEM) and its unencrypted key, for a
+                          collector that asks for one (mutual TLS)
           Exit: 0 drained (or stopped by a signal with --follow), 64 usage, 74 events could not
-          be delivered (collector down or refusing the configuration: 401, 403, 404, ...; they
-          stay pending; the message quotes the collector's answer), 75 DIR has another reader.
+          be delivered (collector down or refusing the configuration: 401, 403, 404, a
+          certificate that fails verification...; they stay pending; the message quotes the
+          collector's answer or names the failed check), 75 DIR has another reader.
         """
 
     static func run(_ arguments: [String]) throws -> Int32 {
-        let args = try ParsedArguments(arguments, options: ["--url", "--batch", "--catch-up-batch", "--format", "--header", "--retries", "--transport"], flags: ["--gzip", "--follow"], positionals: 1...1)
+        let args = try ParsedArguments(arguments, options: ["--url", "--batch", "--catch-up-batch", "--format", "--header", "--retries", "--transport", "--cacert", "--cert", "--key"], flags: ["--gzip", "--follow"], positionals: 1...1)
         guard let urlText = args.value("--url") else { throw CLIError(.usage, "--url is required") }
         guard let url = URL(string: urlText), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host != nil else {
             throw CLIError(.usage, "--url must be an http or https URL, not '\(RedactedURL(text: urlText))'")
         }
         let transport: any Transport
+        let tls = try tlsConfiguration(args)
         switch try args.choice("--transport", ["auto", "urlsession", "socket"], default: "auto") {
-        case "socket":
-            guard scheme == "http" else {
-                throw CLIError(.usage, "--transport socket speaks plain http only; use --transport urlsession for '\(RedactedURL(url))'")
-            }
-            transport = SocketTransport()
         case "urlsession":
+            guard tls == nil else { throw CLIError(.usage, "--cacert, --cert and --key need --transport socket or auto") }
             transport = HTTPTransport()
+        case "socket":
+            transport = try socketTransport(tls)
         default:
-            transport = Uploader.defaultTransport(for: url)
+            transport = tls == nil ? Uploader.defaultTransport(for: url) : try socketTransport(tls)
         }
         var config = DeliveryConfiguration(url: url)
         config.batchSize = try args.integer("--batch", default: 50, in: 1...100_000)
@@ -116,9 +124,25 @@ struct SendCommand: Command {
         return ExitCode.ok.rawValue
     }
 
+    /// The TLS settings of `--cacert`, `--cert` and `--key`; nil when none is given.
+    static func tlsConfiguration(_ args: ParsedArguments) throws -> TLSConfiguration? {
+        let caPath = args.value("--cacert"), certificate = args.value("--cert"), key = args.value("--key")
+        guard caPath != nil || certificate != nil || key != nil else { return nil }
+        guard (certificate == nil) == (key == nil) else { throw CLIError(.usage, "--cert and --key go together (the client certificate and its key)") }
+        var isDirectory: ObjCBool = false
+        let caIsDirectory = caPath.map { FileManager.default.fileExists(atPath: $0, isDirectory: &isDirectory) && isDirectory.boolValue } ?? false
+        return TLSConfiguration(caFile: caIsDirectory ? nil : caPath, caDirectory: caIsDirectory ? caPath : nil, certificateFile: certificate, privateKeyFile: key)
+    }
+
+    /// Beacon's own transport with `tls` (files unreadable or not PEM: a usage error).
+    static func socketTransport(_ tls: TLSConfiguration?) throws -> SocketTransport {
+        guard let tls else { return SocketTransport() }
+        do { return try SocketTransport(tls: tls) } catch { throw CLIError(.usage, error.message) }
+    }
+
     /// `; N set aside (rejected R, expired E) in DIR/rejected.jsonl`, or nothing when none were.
     static func setAside(_ result: FlushResult, in directory: String) -> String {
-        let losses = result.dropped.filter { $0.value > 0 }.sorted { $0.key < $1.key }
+        let losses = result.dropped.filter { $0.value > 0 }.sorted { $0.key.name < $1.key.name }
         guard !losses.isEmpty else { return "" }
         return "; \(result.droppedTotal) set aside (\(losses.map { "\($0.key) \($0.value)" }.joined(separator: ", "))) in \(directory)/rejected.jsonl"
     }

@@ -44,8 +44,9 @@ struct StatusCommand: Command {
 
     /// The `--json` object, on one line, keys in a fixed order.
     static func json(_ stats: LogStats, checkpoint: LogPosition, writer: Int32?, reader: Int32?) -> String {
-        func object(_ counts: [String: UInt64]) -> String {
-            "{" + counts.sorted { $0.key < $1.key }.map { "\(JSONBytes.quoted($0.key)):\($0.value)" }.joined(separator: ",") + "}"
+        func object<Reason: CustomStringConvertible>(_ typed: [Reason: UInt64]) -> String {
+            let counts = typed.map { (key: $0.key.description, value: $0.value) }
+            return "{" + counts.sorted { $0.key < $1.key }.map { "\(JSONBytes.quoted($0.key)):\($0.value)" }.joined(separator: ",") + "}"
         }
         func number<T: BinaryInteger>(_ value: T?) -> String { value.map { "\($0)" } ?? "null" }
         let fields: [(String, String)] = [
@@ -68,8 +69,9 @@ struct StatusCommand: Command {
 
     /// The human summary.
     static func text(_ directory: String, _ stats: LogStats, checkpoint: LogPosition, writer: Int32?, reader: Int32?) -> String {
-        func counts(_ counts: [String: UInt64]) -> String {
-            let total = counts.values.reduce(0, +)
+        func counts<Reason: CustomStringConvertible>(_ typed: [Reason: UInt64]) -> String {
+            let counts = typed.map { (key: $0.key.description, value: $0.value) }
+            let total = counts.reduce(0) { $0 + $1.value }
             if total == 0 { return "0" }
             return "\(total) (" + counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ") + ")"
         }

@@ -17,7 +17,7 @@ extension BeaconLog {
 
     /// What happens when the log's files would exceed `maxBytes`.
     public enum QuotaPolicy: Sendable, Equatable {
-        /// Delete the oldest segment (pending records in it are counted as dropped, reason `"quota"`).
+        /// Delete the oldest segment (pending records in it are counted as dropped, ``DropReason/quotaDeleted``).
         case dropOldest
         /// Refuse new records with `BeaconLogError.Code.quotaExceeded` (counted as refused).
         case rejectNew

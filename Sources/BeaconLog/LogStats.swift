@@ -20,20 +20,20 @@ public struct LogStats: Sendable, Equatable {
     public var segments: Int = 0
     /// Bytes used by segment files.
     public var diskBytes: UInt64 = 0
-    /// Records removed without delivery, by reason (`"quota"`), since the directory was created:
-    /// kept in `writer.counters` (saved within a second of a change and on close).
-    public var dropped: [String: UInt64] = [:]
-    /// Records refused by append, by reason (`"quota"`, `"tooLarge"`, `"invalid"`, `"diskFull"`),
-    /// since the directory was created (kept in `writer.counters`).
-    public var refused: [String: UInt64] = [:]
+    /// Records removed without delivery, by reason (``DropReason/quotaDeleted``), since the
+    /// directory was created: kept in `writer.counters` (saved within a second of a change and on
+    /// close).
+    public var dropped: [DropReason: UInt64] = [:]
+    /// Records refused by append, by reason (``RefusalReason``: `.invalidRecord`,
+    /// `.recordTooLarge`, `.quotaExceeded`, `.diskFull`), since the directory was created (kept in
+    /// `writer.counters`).
+    public var refused: [RefusalReason: UInt64] = [:]
     /// Corrupt records passed over while reading (bad checksum, broken line, damaged sequence
     /// number), since the directory was created (kept in `reader.counters`).
     public var skippedCorrupt: UInt64 = 0
-    /// `skippedCorrupt` by reason: `"checksum"` (the event's bytes changed), `"malformed"` (not a
-    /// record, or cut short), `"zeros"` (a zero-filled block), `"tornTail"` (an incomplete last line
-    /// of a sealed segment), `"seqDigits"` (a record whose seq digits were damaged). Kept with
-    /// `skippedCorrupt` in `reader.counters`.
-    public var skippedCorruptByReason: [String: UInt64] = [:]
+    /// `skippedCorrupt` by reason (``CorruptionReason``: `.checksum`, `.malformed`, `.zeros`,
+    /// `.tornTail`, `.seqDigits`). Kept with `skippedCorrupt` in `reader.counters`.
+    public var skippedCorruptByReason: [CorruptionReason: UInt64] = [:]
     /// Invalid bytes removed from the tail of the newest segment when the log was opened.
     public var truncatedBytes: UInt64 = 0
     /// What the checkpoint recovery did when the log was opened, if it was not clean (else nil).

@@ -122,7 +122,7 @@ import Testing
             let result = try Run.run(["append", dir, "--sync", "none", "--max-disk", "16MiB"], stdin: stdinData(records))
             #expect(result.status == 0)
             let status = try statusJSON(dir)
-            let dropped = try #require((status["dropped"] as? [String: Int])?["quota"])
+            let dropped = try #require((status["dropped"] as? [String: Int])?["quotaDeleted"])
             #expect(dropped > 0)
             #expect(result.stderr.contains("dropped \(dropped) of the oldest pending records"))
             // The first drop is said when it happens, once.

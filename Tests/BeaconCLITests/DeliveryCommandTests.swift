@@ -121,7 +121,9 @@ struct DeliveryCommandTests {
     @Test("usage errors exit 64", arguments: [
         ["send"], ["send", "/tmp/x"], ["send", "/tmp/x", "--url", "ftp://h/"], ["send", "/tmp/x", "--url", "http://h/", "--format", "xml"],
         ["send", "/tmp/x", "--url", "http://h/", "--header", "NoColon"], ["send", "/tmp/x", "--url", "http://h/", "--batch", "0"],
-        ["send", "/tmp/x", "--url", "https://h/", "--transport", "socket"], ["send", "/tmp/x", "--url", "http://h/", "--transport", "curl"],
+        ["send", "/tmp/x", "--url", "https://h/", "--transport", "urlsession", "--cacert", "/etc/hostname"], ["send", "/tmp/x", "--url", "http://h/", "--transport", "curl"],
+        ["send", "/tmp/x", "--url", "https://h/", "--cacert", "/nonexistent/ca.pem"], ["send", "/tmp/x", "--url", "https://h/", "--cert", "/etc/hostname"],
+        ["send", "/tmp/x", "--url", "https://h/", "--cacert", "/etc/hostname"],
         ["collect", "--port", "70000"], ["collect", "--status", "42"], ["collect", "extra"],
     ])
     func usage(arguments: [String]) throws {

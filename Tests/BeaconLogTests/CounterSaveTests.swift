@@ -30,18 +30,18 @@ import FaultInjection
             }
             let log = try BeaconLog(configuration: config)
             for i in 0..<300 { try log.append(numbered(i, pad: 40)) }
-            #expect(log.stats.dropped["quota", default: 0] > 0)
+            #expect(log.stats.dropped[.quotaDeleted, default: 0] > 0)
             // The background save starts a second after the first drop; its poll bound only
             // matters under load.
             #expect(held.wait(timeout: .now() + .seconds(30)) == .success, "no background save of the counters started")
             for i in 300..<600 { try log.append(numbered(i, pad: 40)) }
-            let dropped = try #require(log.stats.dropped["quota"])
+            let dropped = try #require(log.stats.dropped[.quotaDeleted])
             try log.close()
             release.signal()
             // Both saves have replaced writer.counters once each has gone on to reader.counters.
             #expect(eventually(within: 30) { fs.calls(.remove, path: "/reader.counters.tmp").count >= 2 })
             let reopened = try BeaconLog(configuration: config)
-            #expect(reopened.stats.dropped["quota"] == dropped)
+            #expect(reopened.stats.dropped[.quotaDeleted] == dropped)
             try reopened.close()
         }
     }

@@ -18,7 +18,7 @@ import Testing
 
     func expectBalanced(_ log: BeaconLog, appended: Int, sourceLocation: SourceLocation = #_sourceLocation) {
         let stats = log.stats
-        #expect(stats.acknowledgedRecords + stats.dropped["quota", default: 0] + stats.pendingRecords == UInt64(appended),
+        #expect(stats.acknowledgedRecords + stats.dropped[.quotaDeleted, default: 0] + stats.pendingRecords == UInt64(appended),
                 "acknowledged \(stats.acknowledgedRecords) + dropped \(stats.dropped) + pending \(stats.pendingRecords) == appended \(appended)",
                 sourceLocation: sourceLocation)
     }
@@ -36,23 +36,23 @@ import Testing
             #expect(batch.seqs == Array(0..<10))
             n = try append(log, from: n) { try segmentNumbers(dir).first != 0 }
             // Not delivered yet (the send may still fail): counted as dropped.
-            #expect(log.stats.dropped["quota"] == inSegment0)
+            #expect(log.stats.dropped[.quotaDeleted] == inSegment0)
             expectBalanced(log, appended: n)
             let step = 10 / parts
             for part in 1...parts {
                 try log.acknowledge(through: batch.end(after: part * step - 1))
-                #expect(log.stats.dropped["quota"] == inSegment0 - UInt64(part * step))
+                #expect(log.stats.dropped[.quotaDeleted] == inSegment0 - UInt64(part * step))
                 #expect(log.stats.acknowledgedRecords == UInt64(part * step))
                 expectBalanced(log, appended: n)
             }
             // Acknowledging again changes nothing.
             try log.acknowledge(through: batch.end)
-            #expect(log.stats.dropped["quota"] == inSegment0 - 10)
+            #expect(log.stats.dropped[.quotaDeleted] == inSegment0 - 10)
             // Reading resumes after the drop.
             #expect(try log.read(maxRecords: 1).firstSeq == inSegment0)
             try log.close()
             let reopened = try BeaconLog(configuration: config)
-            #expect(reopened.stats.dropped["quota"] == inSegment0 - 10, "the corrected count is the one kept")
+            #expect(reopened.stats.dropped[.quotaDeleted] == inSegment0 - 10, "the corrected count is the one kept")
             try reopened.close()
         }
     }
@@ -71,7 +71,7 @@ import Testing
             n = try append(log, from: n) { try segmentNumbers(dir).first != 0 }
             #expect(try segmentNumbers(dir).first == 1, "only segment 0 was dropped")
             try log.acknowledge(through: batch.end)
-            #expect(log.stats.dropped["quota", default: 0] == 0)
+            #expect(log.stats.dropped[.quotaDeleted, default: 0] == 0)
             #expect(log.stats.acknowledgedRecords == UInt64(inSegment0 + 3))
             expectBalanced(log, appended: n)
             try log.close()
@@ -91,7 +91,7 @@ import Testing
             let retry = try log.read(maxRecords: 5)
             #expect(retry.firstSeq == firstOnDisk)
             try log.acknowledge(through: retry.end)
-            #expect(log.stats.dropped["quota"] == firstOnDisk)
+            #expect(log.stats.dropped[.quotaDeleted] == firstOnDisk)
             #expect(log.stats.acknowledgedRecords == 5)
             expectBalanced(log, appended: n)
             try log.close()

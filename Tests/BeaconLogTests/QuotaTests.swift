@@ -14,7 +14,7 @@ import FaultInjection
         return out
     }
 
-    /// `.dropOldest`, one append at a time: whenever segments disappear, `dropped["quota"]` grows by
+    /// `.dropOldest`, one append at a time: whenever segments disappear, `dropped[.quotaDeleted]` grows by
     /// exactly the pending records they held (those at or after the checkpoint), the checkpoint
     /// moves to the oldest remaining record, drops are not counted as acknowledged, the disk stays
     /// within the quota, and reading resumes at the first record still on disk.
@@ -35,7 +35,7 @@ import FaultInjection
                     expectedDropped += UInt64(seqs.filter { $0 >= checkpointBefore }.count)
                 }
                 before = after
-                #expect(log.stats.dropped["quota", default: 0] == expectedDropped, "after append \(i)")
+                #expect(log.stats.dropped[.quotaDeleted, default: 0] == expectedDropped, "after append \(i)")
                 #expect(log.stats.diskBytes <= UInt64(config.maxBytes))
                 if i == acknowledgeFirst - 1 {
                     try log.acknowledge(through: try log.read(maxRecords: acknowledgeFirst).end)
@@ -52,7 +52,7 @@ import FaultInjection
             #expect(read.seqs == Array(firstOnDisk..<600))
             try log.close()
             let reopened = try BeaconLog(configuration: config)
-            #expect(reopened.stats.dropped["quota"] == expectedDropped)
+            #expect(reopened.stats.dropped[.quotaDeleted] == expectedDropped)
             #expect(try reopened.read(maxRecords: 1).firstSeq == firstOnDisk)
             try reopened.close()
             try expectClean(dir)
@@ -73,7 +73,7 @@ import FaultInjection
             let oldest = try #require(try segmentNumbers(dir).first)
             let firstOnDisk = try #require(try rawLines(segmentPath(dir, oldest)).first?.seq)
             #expect(firstOnDisk > 100)
-            #expect(writer.stats.dropped["quota"] == firstOnDisk)
+            #expect(writer.stats.dropped[.quotaDeleted] == firstOnDisk)
             let batch = try reader.read(maxRecords: 1000)
             #expect(batch.firstSeq == firstOnDisk)
             #expect(batch.lastSeq == 499)
@@ -103,7 +103,7 @@ import FaultInjection
                 }
             }
             #expect(accepted > 100 && refused > 100)
-            #expect(log.stats.refused["quota"] == UInt64(refused))
+            #expect(log.stats.refused[.quotaExceeded] == UInt64(refused))
             #expect(log.stats.dropped.isEmpty)
             #expect(log.stats.diskBytes <= UInt64(config.maxBytes))
             #expect(log.stats.nextSeq == UInt64(accepted))
@@ -113,7 +113,7 @@ import FaultInjection
             #expect(try log.append("{}") == UInt64(accepted))
             try log.close()
             let reopened = try BeaconLog(configuration: config)
-            #expect(reopened.stats.refused["quota"] == UInt64(refused))
+            #expect(reopened.stats.refused[.quotaExceeded] == UInt64(refused))
             try reopened.close()
         }
     }
@@ -132,7 +132,7 @@ import FaultInjection
             #expect(try log.append(fits) == 0)
             _ = expectLogError(.recordTooLarge) { try log.append(over) }
             _ = expectLogError(.recordTooLarge) { try log.append(contentsOf: [Array("{}".utf8), Array(over.utf8)]) }
-            #expect(log.stats.refused["tooLarge"] == 2)
+            #expect(log.stats.refused[.recordTooLarge] == 2)
             #expect(try log.append("{}") == 1)
             #expect(try log.read(maxRecords: 10).records.map { String(decoding: $0, as: UTF8.self) } == [fits, "{}"])
             try log.close()
@@ -161,7 +161,7 @@ import FaultInjection
             let stats = log.stats
             let first = try #require(try log.read(maxRecords: 1).firstSeq)
             #expect(first > 0)
-            #expect(stats.dropped["quota"] == first)
+            #expect(stats.dropped[.quotaDeleted] == first)
             #expect(stats.acknowledgedRecords == 0)
             #expect(stats.pendingRecords == 400 - first)
             try log.close()
@@ -177,7 +177,7 @@ import FaultInjection
             try writer.sync()
             let first = try #require(try reader.read(maxRecords: 1).firstSeq)
             #expect(first > 0)
-            #expect(writer.stats.dropped["quota"] == first)
+            #expect(writer.stats.dropped[.quotaDeleted] == first)
             #expect(writer.stats.pendingRecords == 400 - first)
             // The reader takes everything; the next drops hold only records appended after that.
             var batch = try reader.read(maxRecords: 10_000)
@@ -192,7 +192,7 @@ import FaultInjection
             let second = try #require(batch.firstSeq)
             #expect(batch.lastSeq == 799)
             #expect(second > 400)
-            #expect(writer.stats.dropped["quota"] == first + (second - 400))
+            #expect(writer.stats.dropped[.quotaDeleted] == first + (second - 400))
             try writer.close()
             try reader2.close()
         }

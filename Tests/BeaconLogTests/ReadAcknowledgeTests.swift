@@ -315,7 +315,7 @@ extension ReadAcknowledgeTests {
             let log = try BeaconLog(configuration: config)
             let batch = try log.read(maxRecords: 100)
             #expect(batch.seqs == (0..<20).filter { ![3, 7, 11, 15].contains($0) }.map(UInt64.init))
-            let expected: [String: UInt64] = ["checksum": 1, "malformed": 1, "zeros": 1, "seqDigits": 1]
+            let expected: [CorruptionReason: UInt64] = [.checksum: 1, .malformed: 1, .zeros: 1, .seqDigits: 1]
             #expect(log.stats.skippedCorruptByReason == expected)
             #expect(log.stats.skippedCorrupt == 4)
             try log.close()

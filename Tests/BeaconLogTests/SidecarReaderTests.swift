@@ -163,7 +163,7 @@ import FaultInjection
             }
             #expect(zip(seqs, seqs.dropFirst()).allSatisfy { $0 < $1 }, "seed \(seed): records out of order or repeated")
             #expect(seqs.last == UInt64(appended - 1))
-            let dropped = try #require(writer.stats.dropped["quota"])
+            let dropped = try #require(writer.stats.dropped[.quotaDeleted])
             #expect(dropped > 0, "seed \(seed): the quota never dropped a segment")
             #expect(UInt64(appended - seqs.count) <= dropped, "seed \(seed): \(appended - seqs.count) records never read, \(dropped) dropped")
             #expect(try segmentNumbers(dir).count == 1)

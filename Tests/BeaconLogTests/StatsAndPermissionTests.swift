@@ -67,7 +67,7 @@ import Testing
                 _ = expectLogError(.invalidRecord) { try log.append("{\n}") }
                 try log.acknowledge(through: try log.read(maxRecords: 30).end)
                 s = log.stats
-                #expect(s.refused == ["invalid": 2])
+                #expect(s.refused == [.invalidRecord: 2])
                 #expect(s.acknowledgedRecords == 30)
                 #expect(s.acknowledgedSeq == 29)
                 #expect(s.pendingRecords == 70)
@@ -92,7 +92,7 @@ import Testing
                 #expect(s.nextSeq == 100)
                 #expect(s.acknowledgedSeq == 99)
                 #expect(s.pendingRecords == 0)
-                #expect(s.refused == ["invalid": 2])
+                #expect(s.refused == [.invalidRecord: 2])
                 #expect(s.checkpointRecovery == nil && s.truncatedBytes == 0)
                 for i in 100..<105 { try log.append(numbered(i)) }
                 s = log.stats
@@ -116,7 +116,7 @@ import Testing
             try log.close()
             let again = try BeaconLog(configuration: config)
             #expect(again.stats.skippedCorrupt == 1)
-            #expect(again.stats.refused == ["invalid": 2])
+            #expect(again.stats.refused == [.invalidRecord: 2])
             try again.close()
         }
     }
@@ -137,15 +137,15 @@ import Testing
                 #expect(throws: BeaconLogError.self) { try log.append("{\"a\":\n1}") }
                 try log.close()
                 let stats = log.stats
-                #expect((stats.dropped["quota"] ?? 0) > 0)
-                #expect(stats.refused["invalid"] == 2)
+                #expect((stats.dropped[.quotaDeleted] ?? 0) > 0)
+                #expect(stats.refused[.invalidRecord] == 2)
             }
             let dropped: UInt64
             do {
                 let log = try BeaconLog(configuration: config)
-                dropped = log.stats.dropped["quota"] ?? 0
+                dropped = log.stats.dropped[.quotaDeleted] ?? 0
                 #expect(dropped > 0)
-                #expect(log.stats.refused["invalid"] == 2)
+                #expect(log.stats.refused[.invalidRecord] == 2)
                 // Everything still there is delivered in order after the dropped prefix.
                 let batch = try log.read(maxRecords: 1000)
                 #expect(batch.firstSeq == dropped)
@@ -155,8 +155,8 @@ import Testing
             var readOnly = BeaconLog.Configuration(directory: dir)
             readOnly.access = .readOnly
             let view = try BeaconLog(configuration: readOnly)
-            #expect(view.stats.dropped["quota"] == dropped)
-            #expect(view.stats.refused["invalid"] == 2)
+            #expect(view.stats.dropped[.quotaDeleted] == dropped)
+            #expect(view.stats.refused[.invalidRecord] == 2)
             try view.close()
             let mode = try FileManager.default.attributesOfItem(atPath: dir + "/writer.counters")[.posixPermissions] as? Int
             #expect(mode == 0o600)

@@ -11,8 +11,8 @@ import FaultInjection
 /// ends with its acknowledgements durable.
 @Suite("Delivery: acknowledgements overlapping the next request", .timeLimit(.minutes(1)))
 struct DeliveryAcknowledgementTests {
-    @Test("a crash while a batch's acknowledgement is made durable re-sends it, then the next, with the same keys")
-    func crashDuringAcknowledgement() async throws {
+    @Test("a crash while a batch's acknowledgement is made durable: a kill -9 sends only the request in flight again; after a reboot the batch accepted is sent again too, with the same keys", arguments: [false, true])
+    func crashDuringAcknowledgement(reboot: Bool) async throws {
         let dir = DeliveryTempDir()
         defer { dir.remove() }
         let log = try deliveryLog(dir, events: 0..<20)
@@ -40,18 +40,28 @@ struct DeliveryAcknowledgementTests {
         defer { restarted.remove() }
         let again = try deliveryLog(restarted, events: 0..<27)
         try saved.write(toFile: restarted.path + "/" + InflightFile.fileName, atomically: true, encoding: .utf8)
+        #expect(saved.contains(InflightFile.currentBootID), "the first batch is marked accepted: \(saved.prefix(120))")
+        if reboot { try simulateReboot(restarted.path) }
         let transport2 = InMemoryTransport()
         let uploader2 = Uploader(log: again, configuration: testDelivery(batch: 7), transport: transport2, clock: ManualClock(), diagnostics: { _ in })
         let result2 = await uploader2.flush()
-        #expect(result2.outcome.isComplete && result2.sent == 27)
         let resent = transport2.requests
-        #expect(resent.map { trackIDs(in: $0) } == [Array(0..<10), Array(10..<20), Array(20..<27)])
-        #expect(resent.prefix(2).map { $0.header("Idempotency-Key") } == sent.map { $0.header("Idempotency-Key") })
-        #expect(resent.prefix(2).map { $0.header("X-Beacon-Retry") } == ["1", "1"])
+        #expect(again.checkpoint.seq == 27)
+        if reboot {
+            #expect(result2.outcome.isComplete && result2.sent == 27)
+            #expect(resent.map { trackIDs(in: $0) } == [Array(0..<10), Array(10..<20), Array(20..<27)])
+            #expect(resent.prefix(2).map { $0.header("Idempotency-Key") } == sent.map { $0.header("Idempotency-Key") })
+            #expect(resent.prefix(2).map { $0.header("X-Beacon-Retry") } == ["1", "1"])
+        } else {
+            #expect(result2.outcome.isComplete && result2.sent == 17)
+            #expect(resent.map { trackIDs(in: $0) } == [Array(10..<20), Array(20..<27)])
+            #expect(resent.first?.header("Idempotency-Key") == sent.last?.header("Idempotency-Key"))
+            #expect(resent.first?.header("X-Beacon-Retry") == "1")
+        }
     }
 
-    @Test("a crash during any request of a backlog: the restart re-sends every batch since the durable checkpoint as it was sent, then the rest", arguments: 0..<8)
-    func crashDuringAnyRequest(crashAt: Int) async throws {
+    @Test("a crash during any request of a backlog: after a kill -9 the restart re-sends only the request in flight, after a reboot every batch since the durable checkpoint, as they were sent; then the rest", arguments: 0..<8, [false, true])
+    func crashDuringAnyRequest(crashAt: Int, reboot: Bool) async throws {
         let dir = DeliveryTempDir(), crashed = DeliveryTempDir()
         defer { dir.remove(); crashed.remove() }
         let log = try deliveryLog(dir, events: 0..<80)
@@ -68,23 +78,27 @@ struct DeliveryAcknowledgementTests {
         let keys = transport.requests.map { $0.header("Idempotency-Key") }
 
         // The restart cuts batches of 7: only delivery.inflight can make it send the same requests.
+        if reboot { try simulateReboot(crashed.path) }
         let again = try BeaconLog(directory: crashed.path)
         let durable = Int(again.checkpoint.seq)
         #expect(durable % 10 == 0 && durable <= 10 * crashAt)
-        #expect(crashAt - durable / 10 <= Uploader.maxOutstandingAcknowledgements, "at most the outstanding acknowledgements are lost")
+        #expect(crashAt - durable / 10 <= Uploader.maxOutstandingAcknowledgements, "at most the outstanding acknowledgements are not durable")
         let transport2 = InMemoryTransport()
         let uploader2 = Uploader(log: again, configuration: testDelivery(batch: 7), transport: transport2, clock: ManualClock(), diagnostics: { _ in })
         let result2 = await uploader2.flush()
-        #expect(result2.outcome.isComplete && result2.sent == 80 - durable)
         let resent = transport2.requests
-        let repeated = crashAt + 1 - durable / 10
-        #expect(resent.prefix(repeated).map { trackIDs(in: $0) } == (durable / 10...crashAt).map { Array(10 * $0..<10 * $0 + 10) })
-        #expect(resent.prefix(repeated).map { $0.header("Idempotency-Key") } == Array(keys[(durable / 10)...crashAt]))
+        // A kill -9 keeps the page cache: the batches accepted are acknowledged, not sent again.
+        let from = reboot ? durable : 10 * crashAt
+        #expect(result2.outcome.isComplete && result2.sent == 80 - from)
+        let repeated = crashAt + 1 - from / 10
+        #expect(resent.prefix(repeated).map { trackIDs(in: $0) } == (from / 10...crashAt).map { Array(10 * $0..<10 * $0 + 10) })
+        #expect(resent.prefix(repeated).map { $0.header("Idempotency-Key") } == Array(keys[(from / 10)...crashAt]))
         #expect(resent.prefix(repeated).allSatisfy { $0.header("X-Beacon-Retry") == "1" })
-        #expect(resent.flatMap { trackIDs(in: $0) } == Array(durable..<80), "then the rest, in order, once")
+        #expect(resent.flatMap { trackIDs(in: $0) } == Array(from..<80), "then the rest, in order, once")
+        #expect(again.checkpoint.seq == 80)
     }
 
-    @Test("two crashes in a row: ranges an earlier run sent that the restart has not reached yet stay in delivery.inflight, so the third run cuts them as they were sent")
+    @Test("two crashes in a row, each with a reboot: ranges an earlier run sent that the restart has not reached yet stay in delivery.inflight, so the third run cuts them as they were sent")
     func crashBeforeReachingEarlierRanges() async throws {
         let first = DeliveryTempDir(), second = DeliveryTempDir(), third = DeliveryTempDir()
         defer { first.remove(); second.remove(); third.remove() }
@@ -92,7 +106,7 @@ struct DeliveryAcknowledgementTests {
         let log = try deliveryLog(first, events: 0..<27)
         let transport = InMemoryTransport()
         transport.setHandler { request in
-            if trackIDs(in: request).first == 20 { try? FileManager.default.copyItem(atPath: first.path, toPath: second.path) }
+            if trackIDs(in: request).first == 20 { try? FileManager.default.copyItem(atPath: first.path, toPath: second.path); try? simulateReboot(second.path) }
             return nil
         }
         _ = await Uploader(log: log, configuration: testDelivery(batch: 10), transport: transport, clock: ManualClock(), diagnostics: { _ in }).flush()
@@ -106,7 +120,7 @@ struct DeliveryAcknowledgementTests {
         try log2.sync()
         let transport2 = InMemoryTransport()
         transport2.setHandler { request in
-            if trackIDs(in: request).first == 10 { try? FileManager.default.copyItem(atPath: second.path, toPath: third.path) }
+            if trackIDs(in: request).first == 10 { try? FileManager.default.copyItem(atPath: second.path, toPath: third.path); try? simulateReboot(third.path) }
             return nil
         }
         _ = await Uploader(log: log2, configuration: testDelivery(batch: 10), transport: transport2, clock: ManualClock(), diagnostics: { _ in }).flush()
@@ -206,6 +220,15 @@ struct DeliveryAcknowledgementTests {
             let size = try FileManager.default.attributesOfItem(atPath: file.path)[.size] as? Int
             #expect(size == InflightFile.recordSize, "rewritten in place at a fixed size")
         }
+        // Accepted ranges carry the boot id: trusted in this boot only.
+        let accepted = [InflightFile.Range(firstSeq: 0, count: 10, accepted: true), .init(firstSeq: 10, count: 10, sends: 2, failures: 1)]
+        try file.save(accepted)
+        #expect(file.load() == accepted)
+        #expect(InflightFile(directory: dir.path, fileSystem: SystemFileSystem(), bootID: String(repeating: "1", count: 32)).load()
+            == [.init(firstSeq: 0, count: 10), .init(firstSeq: 10, count: 10, sends: 2, failures: 1)], "another boot sends them again")
+        let full = (0..<InflightFile.capacity).map { InflightFile.Range(firstSeq: .max - UInt64($0), count: .max, sends: .max, failures: .max, accepted: true) }
+        try file.save(full)
+        #expect(file.load() == full, "the most ranges, every field at its widest, fit the record")
         // An earlier version wrote one range per file, with or without the send count.
         for (text, expected) in [("12 50 3\n", [InflightFile.Range(firstSeq: 12, count: 50, sends: 3)]), ("12 50\n", [.init(firstSeq: 12, count: 50)]), ("garbage\n", [])] {
             let other = InflightFile(directory: dir.path, fileSystem: SystemFileSystem())
@@ -213,6 +236,14 @@ struct DeliveryAcknowledgementTests {
             #expect(other.load() == expected)
         }
     }
+}
+
+/// `delivery.inflight` in `directory` as a reboot leaves it: written under another boot id.
+func simulateReboot(_ directory: String) throws {
+    let path = directory + "/" + InflightFile.fileName
+    guard FileManager.default.fileExists(atPath: path) else { return }
+    let text = try String(contentsOfFile: path, encoding: .utf8)
+    try text.replacingOccurrences(of: InflightFile.currentBootID, with: String(repeating: "0", count: 32)).write(toFile: path, atomically: false, encoding: .utf8)
 }
 
 /// A log in `dir` on `fs` holding events `range`, durable.

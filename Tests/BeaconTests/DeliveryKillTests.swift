@@ -56,10 +56,15 @@ final class DeliverChild: @unchecked Sendable {
         }
     }
 
-    init(directory: String, url: URL, start: Int, count: Int) throws {
+    convenience init(directory: String, url: URL, start: Int, count: Int) throws {
+        try self.init(arguments: ["deliver", directory, url.absoluteString, String(start), String(count)])
+    }
+
+    /// `beacon-test-child` with `arguments` (its role first).
+    init(arguments: [String]) throws {
         process = Process()
         process.executableURL = URL(fileURLWithPath: try testChildPath())
-        process.arguments = ["deliver", directory, url.absoluteString, String(start), String(count)]
+        process.arguments = arguments
         let pipe = Pipe()
         process.standardOutput = pipe
         try process.run()
@@ -167,6 +172,64 @@ struct DeliveryKillTests {
         #expect(durable.isSubset(of: Set(all)), "every durable event was received or is pending: missing \(durable.subtracting(all).sorted().prefix(10))")
         #expect(Set(all).isSubset(of: tracked))
         #expect(pending.isEmpty, "the clean last run delivered everything")
+    }
+
+    @Test("kill -9 of the uploader at every request of a run: the restart sends only the request in flight again, once per kill")
+    func killAtEveryRequest() async throws {
+        let dir = DeliveryTempDir()
+        defer { dir.remove() }
+        let batch = 10, batches = 24
+        try deliveryLog(dir, events: 0..<(batch * batches)).close()
+        // Run r is killed when the collector has its r-th request, before answering it.
+        struct Run { var pid: pid_t = 0; var requests = 0; var killAt = 0 }
+        let run = Mutex(Run())
+        let collector = try LoopbackCollector { _ in
+            guard run.withLock({ r in r.requests += 1; return r.requests == r.killAt }) else { return }
+            // The child may ask before the test has noted its pid (never kill pid 0: the test's group).
+            for _ in 0..<5000 {
+                let pid = run.withLock { $0.pid }
+                if pid > 0 {
+                    kill(pid, SIGKILL)
+                    usleep(20_000)
+                    return
+                }
+                usleep(1000)
+            }
+        }
+        defer { collector.stop() }
+        var kills: [Int] = []  // the index in collector.requests of each request a kill cut off
+        var finished = false
+        for r in 1...batches where !finished {
+            let before = collector.requests.count
+            run.withLock { $0 = Run(pid: 0, requests: 0, killAt: r) }
+            let child = try DeliverChild(arguments: ["upload", dir.path, collector.url.absoluteString, String(batch)])
+            run.withLock { $0.pid = child.process.processIdentifier }
+            #expect(await child.finish(), "run \(r): the output's end")
+            if child.process.terminationReason == .uncaughtSignal {
+                kills.append(before + r - 1)
+            } else {
+                #expect(child.process.terminationStatus == 0 && child.output.last?.hasPrefix("done") == true, "run \(r): \(child.output.suffix(2))")
+                finished = true
+            }
+        }
+        #expect(finished, "a run drained the log")
+        #expect(kills.count >= 4)
+        let requests = collector.requests
+        // Every batch arrives whole; each key twice at most: the request a kill cut off, then once more.
+        var seen: [String: Int] = [:]
+        var firsts: [Int] = []
+        for request in requests {
+            let key = request.header("idempotency-key") ?? ""
+            seen[key, default: 0] += 1
+            if seen[key] == 1 { firsts += trackIDs(request.events ?? []) }
+        }
+        #expect(firsts == Array(0..<(batch * batches)), "every event, in order")
+        let repeated = requests.indices.filter { i in requests[..<i].contains { $0.header("idempotency-key") == requests[i].header("idempotency-key") } }
+        #expect(repeated.count == kills.count, "one request sent again per kill: \(repeated.count) for \(kills.count) kills; \(requestSummary(collector))")
+        for (k, i) in zip(kills, repeated) {
+            #expect(requests[i].header("idempotency-key") == requests[k].header("idempotency-key") && i == k + 1, "the request sent again is the one in flight at the kill")
+        }
+        print("kill -9 at every request: \(kills.count) kills, \(repeated.count) requests sent again (\(repeated.count * batch) events)")
     }
 
     @Test("SIGTERM runs the termination handler: shutdown delivers within the grace period, exit 128+15")

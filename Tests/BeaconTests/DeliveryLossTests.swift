@@ -52,26 +52,26 @@ struct DeliveryLossTests {
         // The burst: the quota deletes the segment the batch came from, and more.
         track(300)
         try beacon.sync()
-        let droppedDuringBurst = beacon.stats.dropped["quotaDeleted", default: 0]
+        let droppedDuringBurst = beacon.stats.dropped[.quotaDeleted, default: 0]
         #expect(droppedDuringBurst > 100)
         transport.release()
         let first = await inFlight.value
         // The held batch was delivered: it no longer counts as dropped.
         #expect(delivered(transport).isSuperset(of: 0..<10))
-        #expect(beacon.stats.dropped["quotaDeleted"] == droppedDuringBurst - 10)
-        #expect(first.dropped["quotaDeleted"] == droppedDuringBurst - 10, "\(first)")
+        #expect(beacon.stats.dropped[.quotaDeleted] == droppedDuringBurst - 10)
+        #expect(first.dropped[.quotaDeleted] == droppedDuringBurst - 10, "\(first)")
         let rest = await beacon.flush()
         #expect(rest.outcome.isComplete, "\(rest)")
         let report = await beacon.shutdown()
         let sent = UInt64(delivered(transport).count)
-        let dropped = beacon.stats.dropped["quotaDeleted", default: 0]
+        let dropped = beacon.stats.dropped[.quotaDeleted, default: 0]
         #expect(sent + dropped + report.remaining == UInt64(tracked), "delivered \(sent) + dropped \(dropped) + pending \(report.remaining) == tracked \(tracked)")
         #expect(report.remaining == 0)
         #expect(UInt64(transport.requests.reduce(0) { $0 + (BatchSplitter.events(in: $1.body)?.count ?? 0) }) == sent, "nothing sent twice")
-        #expect(report.dropped["quotaDeleted"] == dropped)
+        #expect(report.dropped[.quotaDeleted] == dropped)
         #expect(report.droppedTotal == dropped)
         #expect(report.description.contains("dropped \(dropped)"), "\(report)")
-        #expect(rest.dropped["quotaDeleted"] == dropped)
+        #expect(rest.dropped[.quotaDeleted] == dropped)
         #expect(await beacon.deliveryStats.droppedEvents == dropped)
         // One diagnostic for the first drop (later ones are rate-limited), naming the quota.
         let drops = diagnostics.all.filter { $0.hasPrefix("dropped") }
@@ -94,10 +94,10 @@ struct DeliveryLossTests {
         let beacon = try Beacon(configuration: config)
         for n in 0..<200 { beacon.track("Numbered", properties: ["n": .int(n), "pad": .string(String(repeating: "x", count: 100))]) }
         try beacon.sync()
-        let dropped = beacon.stats.dropped["quotaDeleted", default: 0]
+        let dropped = beacon.stats.dropped[.quotaDeleted, default: 0]
         #expect(dropped > 50)
         let report = await beacon.shutdown()
-        #expect(report.dropped["quotaDeleted"] == dropped)
+        #expect(report.dropped[.quotaDeleted] == dropped)
         #expect(dropped + report.remaining == 200)
         #expect(diagnostics.all.filter { $0.hasPrefix("dropped") }.count == 1)
     }
@@ -127,7 +127,7 @@ struct DeliveryLossTests {
         let report = await beacon.shutdown()
         #expect(report.remaining == 0, "\(report)")
         let sent = UInt64(delivered(transport).count)
-        let dropped = report.dropped["quotaDeleted", default: 0]
+        let dropped = report.dropped[.quotaDeleted, default: 0]
         #expect(sent + dropped + report.remaining == UInt64(tracked), "delivered \(sent) + dropped \(dropped) + pending \(report.remaining) == tracked \(tracked)")
     }
 }

@@ -133,6 +133,18 @@ struct DeliveryUnitTests {
         changed[2] = ArraySlice(deliveryEvent(99))
         #expect(key != IdempotencyKey.make(records: changed, seqs: seqs))
         #expect(key != IdempotencyKey.make(records: Array(records.prefix(4)), seqs: Array(seqs.prefix(4))))
+        // The CRCs a read hands over give the key the records' bytes give.
+        #expect(key == IdempotencyKey.make(records: records, seqs: seqs, crcs: records.map { CRC32C.checksum($0) }))
+    }
+
+    @Test("a batch read from a log carries each record's checksum, and its key is the one its bytes give")
+    func idempotencyKeyFromRead() throws {
+        let dir = DeliveryTempDir()
+        defer { dir.remove() }
+        let log = try deliveryLog(dir, events: 0..<30)
+        let batch = try log.read(maxRecords: 30)
+        #expect(batch.crcs == batch.records.map { CRC32C.checksum($0) })
+        #expect(IdempotencyKey.make(records: batch.records, seqs: batch.seqs, crcs: batch.crcs) == IdempotencyKey.make(records: batch.records, seqs: batch.seqs))
     }
 
     @Test("the idempotency key changes with any byte of any record, and with where records end")

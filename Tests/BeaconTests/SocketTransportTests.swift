@@ -179,11 +179,11 @@ struct SocketTransportTests {
         #expect(error?.message.contains("s3cret") == false)
     }
 
-    @Test("https and other schemes are refused with what to use instead")
-    func httpsRefused() async throws {
-        let error = await failure { try await SocketTransport().send(request(URL(string: "https://u:pw@example.com/e?k=v")!)) }
+    @Test("schemes other than http and https are refused with what to use instead")
+    func otherSchemesRefused() async throws {
+        let error = await failure { try await SocketTransport().send(request(URL(string: "ftp://u:pw@example.com/e?k=v")!)) }
         #expect(error?.kind == .network)
-        #expect(error?.message.contains("use HTTPTransport for https") == true)
+        #expect(error?.message.contains("needs an http:// or https:// URL") == true)
         #expect(error?.message.contains("pw") == false)
     }
 
@@ -526,12 +526,16 @@ struct HTTPResponseParserTests {
 
 @Suite("Delivery: the transport used when none is configured")
 struct DefaultTransportTests {
-    @Test("Beacon's own client for plain http reached directly; URLSession for https and behind a proxy", arguments: [
+    @Test("Beacon's own client for http and https reached directly; URLSession behind a proxy", arguments: [
         ("http://127.0.0.1:8123/?user=default", [:], true),
         ("HTTP://collector.example/events", [:], true),
         ("http://collector.example/events", ["http_proxy": ""], true),
         ("http://collector.example/events", ["NO_PROXY": "*"], true),
-        ("https://collector.example/events", [:], false),
+        ("https://collector.example/events", [:], true),
+        ("https://collector.example/events", ["http_proxy": "http://proxy:3128"], true),
+        ("https://collector.example/events", ["https_proxy": "http://proxy:3128"], false),
+        ("https://collector.example/events", ["HTTPS_PROXY": "http://proxy:3128"], false),
+        ("ftp://collector.example/events", [:], false),
         ("http://collector.example/events", ["http_proxy": "http://proxy:3128"], false),
         ("http://collector.example/events", ["HTTP_PROXY": "http://proxy:3128"], false),
         ("http://collector.example/events", ["all_proxy": "socks5://proxy:1080"], false),

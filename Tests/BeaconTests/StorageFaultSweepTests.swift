@@ -278,7 +278,7 @@ struct StorageFaultSweepTests {
         func refused(_ dir: String) throws -> UInt64 {
             let log = try BeaconLog(directory: dir)
             defer { try? log.close() }
-            return log.stats.refused["invalid"] ?? 0
+            return log.stats.refused[.invalidRecord] ?? 0
         }
         let probe = DeliveryTempDir()
         defer { probe.remove() }

@@ -182,7 +182,7 @@ func occurrences(of key: String, in bytes: [UInt8]) -> Int {
                 beacon.identify(anonymousId: "device-1")
                 beacon.login("")                                  // refused: empty
                 beacon.track("Identified")
-                #expect(beacon.stats.invalidByRule["invalidIdentity"] == 1)
+                #expect(beacon.stats.invalidByRule[.invalidIdentity] == 1)
                 beacon.closeNow()
             }
             do {
@@ -244,7 +244,7 @@ func occurrences(of key: String, in bytes: [UInt8]) -> Int {
             #expect(records[5]["distinct_id"] as? String == "u2" && properties[5].keys.sorted() == ["x", "y"])
             #expect(properties[6].isEmpty)
             #expect(records.allSatisfy { $0["login_id"] as? String == "u1" })
-            #expect(beacon.stats.invalidByRule["notANumber"] == 1)
+            #expect(beacon.stats.invalidByRule[.notANumber] == 1)
             beacon.closeNow()
         }
     }
@@ -257,7 +257,7 @@ func occurrences(of key: String, in bytes: [UInt8]) -> Int {
             await beacon.close()      // the async close, twice: the second does nothing
             await beacon.close()
             beacon.track("Late")
-            #expect(beacon.stats.dropped == ["closed": 1])
+            #expect(beacon.stats.dropped == [.closed: 1])
             #expect(beacon.stats.tracked == 2)
             #expect(beacon.stats.durable == 1)
             #expect(beacon.stats.pending == 0)
@@ -341,7 +341,7 @@ func occurrences(of key: String, in bytes: [UInt8]) -> Int {
             }
             try? beacon.sync()
             let stats = beacon.stats
-            let quota = stats.dropped["quota"] ?? 0
+            let quota = stats.dropped[.quotaExceeded] ?? 0
             #expect(quota > 0)
             #expect(stats.durable + quota == 200)
             #expect(stats.lastError?.contains("quota") == true)
@@ -361,7 +361,7 @@ func occurrences(of key: String, in bytes: [UInt8]) -> Int {
             let records = try events(of: beacon)
             #expect(records.map { $0["event"] as? String } == ["A"])
             #expect((records.first?["properties"] as? [String: Any])?["good"] as? Int == 1)
-            #expect(beacon.stats.invalidByRule["identifier"] == 1)
+            #expect(beacon.stats.invalidByRule[.identifier] == 1)
             beacon.closeNow()
         }
     }

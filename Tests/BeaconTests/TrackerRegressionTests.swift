@@ -19,14 +19,14 @@ import Testing
                     group.enter()
                     Thread { beacon.closeNow(); group.leave() }.start()
                 }
-                #expect(eventually(within: 5) { beacon.stats.dropped["closed", default: 0] > 0 }, "round \(round): tracking never met the close")
+                #expect(eventually(within: 5) { beacon.stats.dropped[.closed, default: 0] > 0 }, "round \(round): tracking never met the close")
                 tracker.stop()
                 group.wait()
                 let stats = beacon.stats
                 var readOnly = BeaconLog.Configuration(directory: dir)
                 readOnly.access = .readOnly
                 let onDisk = try BeaconLog(configuration: readOnly).stats.pendingRecords
-                #expect(onDisk + stats.dropped["closed", default: 0] == stats.tracked,
+                #expect(onDisk + stats.dropped[.closed, default: 0] == stats.tracked,
                         "round \(round): tracked \(stats.tracked), on disk \(onDisk), dropped \(stats.dropped)")
             }
         }

@@ -67,7 +67,7 @@ func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
             for i in 0..<count { beacon.track("Burst", properties: ["i": .int(i)]) }
             let records = try events(of: beacon)
             let stats = beacon.stats
-            let reason = policy == .dropNewest ? "backpressure" : "backpressureTimeout"
+            let reason: DropReason = policy == .dropNewest ? .backpressure : .backpressureTimeout
             let dropped = stats.dropped[reason] ?? 0
             #expect(dropped > 0)
             #expect(stats.dropped.count == 1)
@@ -75,7 +75,7 @@ func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
             #expect(stats.tracked == UInt64(count))
             let kept = records.compactMap { ($0["properties"] as? [String: Any])?["i"] as? Int }
             #expect(kept == kept.sorted())
-            #expect(diagnostics.all.contains { $0.kind == .dropped && $0.message.contains(reason) })
+            #expect(diagnostics.all.contains { $0.kind == .dropped && $0.message.contains(reason.name) })
             beacon.closeNow()
         }
     }
@@ -142,7 +142,7 @@ func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
             let log = try BeaconLog(configuration: config)
             let calls = Mutex(0)
             let writer = EventWriter(log: log, capacity: 1 << 20, backpressure: .block(timeout: .seconds(30)), recordsPerAppend: 7,
-                                     hooks: .init(onAppended: { _ in calls.withLock { $0 += 1 } }, onFailure: { _, _, _, _ in }))
+                                     hooks: .init(onAppended: { _ in calls.withLock { $0 += 1 } }, onFailure: { _, _, _ in }))
             for i in 0..<1000 { #expect(writer.enqueue(Array(#"{"i":\#(i)}"#.utf8)).isQueued) }
             writer.close()
             let batch = try log.read(maxRecords: 2000)

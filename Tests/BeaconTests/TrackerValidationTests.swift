@@ -8,7 +8,7 @@ struct ValidationCase: Sendable, CustomStringConvertible {
     var distinctId: String?
     var rule: BeaconValidationError.Rule?
     var key: String?
-    var description: String { "\(event) \(properties.keys.sorted()) → \(rule?.rawValue ?? "valid")" }
+    var description: String { "\(event) \(properties.keys.sorted()) → \(rule?.name ?? "valid")" }
 
     init(_ event: String, _ properties: [String: PropertyValue] = [:], distinctId: String? = nil, rule: BeaconValidationError.Rule?, key: String? = nil) {
         self.event = event
@@ -87,12 +87,12 @@ let validationCases: [ValidationCase] = [
             if let rule = c.rule {
                 #expect(records.isEmpty)
                 #expect(stats.invalid == 1)
-                #expect(stats.invalidByRule[rule.rawValue] == 1)
+                #expect(stats.invalidByRule[rule] == 1)
                 #expect(stats.tracked == 0)
                 let diagnostic = try #require(diagnostics.all.first)
                 #expect(diagnostic.kind == .invalidInput)
                 #expect(diagnostic.validation?.rule == rule)
-                #expect(diagnostic.message.contains(rule.rawValue))
+                #expect(diagnostic.message.contains(rule.name))
                 #expect(diagnostic.message.contains("\"\(c.event)\""))
                 if let key = c.key { #expect(diagnostic.message.contains("\"\(key)\"")) }
             } else {
@@ -145,7 +145,7 @@ let validationCases: [ValidationCase] = [
             beacon.track("Big", properties: properties)
             beacon.track("Small")
             #expect(try events(of: beacon).map { $0["event"] as? String } == ["Small"])
-            #expect(beacon.stats.invalidByRule["recordTooLarge"] == 1)
+            #expect(beacon.stats.invalidByRule[.recordTooLarge] == 1)
             #expect(beacon.stats.droppedTotal == 0)
             beacon.closeNow()
         }

@@ -5,6 +5,7 @@
 //   beacon-test-child lock ...    holds a directory lock until killed (LockChild.swift)
 //   beacon-test-child track ...   Beacon tracker (TrackChild.swift)
 //   beacon-test-child deliver ... tracker + uploader to a collector (DeliverChild.swift)
+//   beacon-test-child upload ...  an uploader alone draining a backlog (UploadChild.swift)
 import Foundation
 
 let arguments = Array(CommandLine.arguments.dropFirst())
@@ -13,7 +14,8 @@ case "log": runLogChild(Array(arguments.dropFirst()))
 case "lock": runLockChild(Array(arguments.dropFirst()))
 case "track": runTrackChild(Array(arguments.dropFirst()))
 case "deliver": runDeliverChild(Array(arguments.dropFirst()))
+case "upload": runUploadChild(Array(arguments.dropFirst()))
 default:
-    FileHandle.standardError.write(Data("usage: beacon-test-child log|lock|track|deliver ARGS...\n".utf8))
+    FileHandle.standardError.write(Data("usage: beacon-test-child log|lock|track|deliver|upload ARGS...\n".utf8))
     exit(64)
 }

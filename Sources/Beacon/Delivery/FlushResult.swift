@@ -36,13 +36,13 @@ public struct FlushResult: Sendable, CustomStringConvertible {
     /// Why it stopped.
     public var outcome: Outcome
     /// Events that will never be delivered, since the tracker (or the uploader) opened, by reason:
-    /// `"quotaDeleted"` (the log's quota deleted them before they were sent), `"rejected"` and
-    /// `"expired"` (set aside in `rejected.jsonl`), and for a tracker its own drops (see
+    /// `.quotaDeleted` (the log's quota deleted them before they were sent), `.rejected` and
+    /// `.expired` (set aside in `rejected.jsonl`), and for a tracker its own drops (see
     /// ``BeaconStats/dropped``). Empty when nothing was lost.
-    public var dropped: [String: UInt64]
+    public var dropped: [DropReason: UInt64]
 
     /// A result; `dropped` defaults to nothing lost.
-    public init(sent: Int, remaining: UInt64, outcome: Outcome, dropped: [String: UInt64] = [:]) {
+    public init(sent: Int, remaining: UInt64, outcome: Outcome, dropped: [DropReason: UInt64] = [:]) {
         self.sent = sent
         self.remaining = remaining
         self.outcome = outcome
@@ -53,7 +53,7 @@ public struct FlushResult: Sendable, CustomStringConvertible {
     public var droppedTotal: UInt64 { dropped.values.reduce(0, +) }
 
     public var description: String {
-        let losses = dropped.filter { $0.value > 0 }.sorted { $0.key < $1.key }
+        let losses = dropped.filter { $0.value > 0 }.sorted { $0.key.name < $1.key.name }
         let lost = losses.isEmpty ? "" : ", dropped \(droppedTotal) (\(losses.map { "\($0.key) \($0.value)" }.joined(separator: ", ")))"
         return "sent \(sent), remaining \(remaining)\(lost), \(outcome)"
     }

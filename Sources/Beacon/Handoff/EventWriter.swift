@@ -12,7 +12,7 @@ final class EventWriter: Sendable {
     /// Whether an event was queued, and if not, why it was dropped.
     enum Outcome {
         case queued
-        case dropped(reason: String)
+        case dropped(reason: DropReason)
 
         var isQueued: Bool {
             if case .queued = self { return true }
@@ -25,8 +25,9 @@ final class EventWriter: Sendable {
         /// Called on the writer thread after each batch the log accepted, with the number of records
         /// the log now holds past its checkpoint.
         var onAppended: (@Sendable (_ pendingInLog: UInt64) -> Void)?
-        /// Called on the writer thread when the log refused a batch (count, reason, error).
-        var onFailure: @Sendable (_ records: Int, _ reason: String, _ error: any Error, _ kept: Bool) -> Void
+        /// Called on the writer thread when the log refused a batch (count, why it is dropped,
+        /// error), or could not write it yet and keeps it in memory (reason nil).
+        var onFailure: @Sendable (_ records: Int, _ reason: DropReason?, _ error: any Error) -> Void
     }
 
     let log: BeaconLog
@@ -87,11 +88,11 @@ final class EventWriter: Sendable {
     /// is full.
     func enqueue(_ record: [UInt8]) -> Outcome {
         lock.withLock { held -> Outcome in
-            if held.state.closing { return .dropped(reason: "closed") }
+            if held.state.closing { return .dropped(reason: .closed) }
             if held.state.queuedBytes + record.count > capacity && !held.state.queue.isEmpty {
                 switch backpressure {
                 case .dropNewest:
-                    return .dropped(reason: "backpressure")
+                    return .dropped(reason: .backpressure)
                 case .block(let timeout):
                     let deadline = monotonicNanoseconds() + UInt64(max(0, timeout.nanoseconds))
                     held.state.waiters += 1
@@ -103,8 +104,8 @@ final class EventWriter: Sendable {
                         }
                     }
                     held.state.waiters -= 1
-                    if held.state.closing { return .dropped(reason: "closed") }
-                    if timedOut { return .dropped(reason: "backpressureTimeout") }
+                    if held.state.closing { return .dropped(reason: .closed) }
+                    if timedOut { return .dropped(reason: .backpressureTimeout) }
                 }
             }
             held.state.queue.append(record)
@@ -206,23 +207,22 @@ final class EventWriter: Sendable {
             if let onAppended = hooks.onAppended { onAppended(log.stats.pendingRecords) }
         } catch let error as BeaconLogError {
             if error.keptSeqs != nil {
-                hooks.onFailure(batch.count, "kept", error, true)
+                hooks.onFailure(batch.count, nil, error)
                 if let onAppended = hooks.onAppended { onAppended(log.stats.pendingRecords) }
                 return
             }
-            let reason: String
+            let reason: DropReason
             switch error.code {
-            case .quotaExceeded: reason = "quota"
-            case .diskFull: reason = "diskFull"
-            case .failed, .closed: reason = "logFailed"
-            case .recordTooLarge: reason = "tooLarge"
-            default: reason = "logError"
+            case .quotaExceeded: reason = .quotaExceeded
+            case .diskFull: reason = .diskFull
+            case .failed, .closed: reason = .logFailed
+            default: reason = .logError
             }
             countRefused(batch.count)
-            hooks.onFailure(batch.count, reason, error, false)
+            hooks.onFailure(batch.count, reason, error)
         } catch {
             countRefused(batch.count)
-            hooks.onFailure(batch.count, "logError", error, false)
+            hooks.onFailure(batch.count, .logError, error)
         }
     }
 

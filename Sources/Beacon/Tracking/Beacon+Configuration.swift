@@ -5,9 +5,9 @@ extension Beacon {
     /// What `track` does when the in-memory hand-off to the writer is full (the disk has fallen
     /// behind by ``Configuration/handoffBytes``).
     public enum Backpressure: Sendable, Equatable {
-        /// Wait up to `timeout` for room, then drop the event (counted as `"backpressureTimeout"`).
+        /// Wait up to `timeout` for room, then drop the event (counted as ``DropReason/backpressureTimeout``).
         case block(timeout: Duration)
-        /// Drop the event at once (counted as `"backpressure"`).
+        /// Drop the event at once (counted as ``DropReason/backpressure``).
         case dropNewest
     }
 

@@ -56,8 +56,8 @@ public final class Beacon: Sendable {
     }
 
     struct Counters: Sendable {
-        var invalidByRule: [String: UInt64] = [:]
-        var dropped: [String: UInt64] = [:]
+        var invalidByRule: [BeaconValidationError.Rule: UInt64] = [:]
+        var dropped: [DropReason: UInt64] = [:]
         var lastError: String?
     }
 
@@ -121,14 +121,14 @@ public final class Beacon: Sendable {
         self.counters = countersMutex
         self.writer = EventWriter(log: log, capacity: configuration.handoffBytes, backpressure: configuration.backpressure, hooks: EventWriter.Hooks(
             onAppended: nil,
-            onFailure: { records, reason, error, kept in
+            onFailure: { records, reason, error in
                 countersMutex.withLock { c in
                     c.lastError = "\(error)"
-                    if !kept { c.dropped[reason, default: 0] += UInt64(records) }
+                    if let reason { c.dropped[reason, default: 0] += UInt64(records) }
                 }
-                diagnostics(BeaconDiagnostic(kind: kept ? .storage : .dropped, message: kept
-                    ? "the log could not write \(records) records yet; they are kept in memory: \(error)"
-                    : "the log refused \(records) records (\(reason)): \(error)"))
+                diagnostics(BeaconDiagnostic(kind: reason == nil ? .storage : .dropped, message: reason.map {
+                    "the log refused \(records) records (\($0)): \(error)"
+                } ?? "the log could not write \(records) records yet; they are kept in memory: \(error)"))
             }))
         startDelivery()
         if configuration.lifecycleEvents {
@@ -204,22 +204,13 @@ public final class Beacon: Sendable {
         trackedCount.add(1, ordering: .relaxed)
         if case .dropped(let reason) = writer.enqueue(bytes) {
             counters.withLock { $0.dropped[reason, default: 0] += 1 }
-            configuration.diagnostics(BeaconDiagnostic(kind: .dropped, message: "dropped event \"\(RecordEncoder.subject(input))\" (\(reason)): \(Beacon.explain(reason))"))
+            configuration.diagnostics(BeaconDiagnostic(kind: .dropped, message: "dropped event \"\(RecordEncoder.subject(input))\" (\(reason)): \(reason.explanation)"))
         }
     }
 
     func refuse(_ error: BeaconValidationError) {
-        counters.withLock { $0.invalidByRule[error.rule.rawValue, default: 0] += 1 }
+        counters.withLock { $0.invalidByRule[error.rule, default: 0] += 1 }
         configuration.diagnostics(BeaconDiagnostic(kind: .invalidInput, validation: error, message: error.description))
-    }
-
-    static func explain(_ reason: String) -> String {
-        switch reason {
-        case "closed": return "the tracker is closed; track before close()"
-        case "backpressure": return "the hand-off to the writer is full (the disk is behind); raise handoffBytes or use .block"
-        case "backpressureTimeout": return "the hand-off to the writer stayed full for the whole block timeout (the disk is behind or stalled)"
-        default: return "see stats.lastError"
-        }
     }
 
     // MARK: Stats
@@ -238,7 +229,7 @@ public final class Beacon: Sendable {
             stats.lastError = c.lastError ?? logStats.lastError
         }
         let deleted = quotaDrops.count(in: logStats)
-        if deleted > 0 { stats.dropped[QuotaDrops.reason] = deleted }
+        if deleted > 0 { stats.dropped[.quotaDeleted] = deleted }
         stats.invalid = stats.invalidByRule.values.reduce(0, +)
         stats.durable = logStats.durableRecords
         stats.pending = accepted > logStats.durableRecords ? accepted - logStats.durableRecords : 0
@@ -248,7 +239,7 @@ public final class Beacon: Sendable {
     // MARK: Closing
 
     /// Tracks `$AppEnd` (with the uptime), writes everything tracked, fsyncs, and closes the log,
-    /// releasing its lock. Later `track` calls are dropped (counted as `"closed"`). Closing twice
+    /// releasing its lock. Later `track` calls are dropped (counted as ``DropReason/closed``). Closing twice
     /// does nothing.
     public func close() async {
         await BlockingQueue.run { [self] in

@@ -4,14 +4,15 @@ public struct BeaconStats: Sendable, Equatable {
     public var tracked: UInt64 = 0
     /// Inputs refused by a validation rule.
     public var invalid: UInt64 = 0
-    /// Refused inputs by rule (``BeaconValidationError/Rule`` raw values).
-    public var invalidByRule: [String: UInt64] = [:]
+    /// Refused inputs by rule.
+    public var invalidByRule: [BeaconValidationError.Rule: UInt64] = [:]
     /// Accepted records that will never be delivered, by reason: those that never reached the
-    /// log (`"backpressure"`, `"backpressureTimeout"`, `"closed"`, and the log's refusals:
-    /// `"quota"` with `.rejectNew`, `"diskFull"`, `"logFailed"`, `"logError"`), and
-    /// `"quotaDeleted"`: pending records the log deleted to stay within `maxBytes` (`.dropOldest`)
-    /// before they were delivered. Events set aside by delivery are in ``Beacon/deliveryStats``.
-    public var dropped: [String: UInt64] = [:]
+    /// log (`.backpressure`, `.backpressureTimeout`, `.closed`, and the log's refusals:
+    /// `.quotaExceeded`, `.diskFull`, `.logFailed`, `.logError`), and
+    /// `.quotaDeleted`: pending records the log deleted to stay within `maxBytes` (`.dropOldest`)
+    /// before they were delivered. Each ``DropReason/explanation`` says what to do. Events set
+    /// aside by delivery are in ``Beacon/deliveryStats`` and ``FlushResult/dropped``.
+    public var dropped: [DropReason: UInt64] = [:]
     /// Records written by this tracker that are durable (fsynced).
     public var durable: UInt64 = 0
     /// Records accepted but not yet durable: waiting for the writer, or written and not yet fsynced.

@@ -3,29 +3,48 @@
 /// `track` never throws: it reports this through the diagnostics handler and counts it in
 /// ``BeaconStats/invalid``. ``Beacon/validate(_:properties:distinctId:)`` throws it, for tests.
 public struct BeaconValidationError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// A validation rule.
-    public enum Rule: String, Sendable, CaseIterable {
+    /// A validation rule: the key of ``BeaconStats/invalidByRule``.
+    ///
+    /// Compare with the static rules; the set may grow in a later version, so keep a default case.
+    /// Only the library makes rules.
+    public struct Rule: Hashable, Sendable, CustomStringConvertible {
+        private enum Kind: String, CaseIterable, Sendable {
+            case identifier, reservedName, reservedPrefix, stringTooLong, nonFiniteNumber
+            case dateOutOfRange, invalidIdentity, notANumber, recordTooLarge
+        }
+
+        private let kind: Kind
+        private init(_ kind: Kind) { self.kind = kind }
+
         /// Event names and property keys: ASCII letters, digits, `_` and `$`, not starting with a
         /// digit, 1 to 100 characters.
-        case identifier
+        public static let identifier = Rule(.identifier)
         /// The name is one of the record's own fields or otherwise reserved (`time`, `event`,
         /// `distinct_id`, `properties`, …).
-        case reservedName
+        public static let reservedName = Rule(.reservedName)
         /// `$` starts the names of Beacon's own presets and events; only a preset key
         /// (`$app_version`, `$os`, …) may be set, to override it.
-        case reservedPrefix
+        public static let reservedPrefix = Rule(.reservedPrefix)
         /// A string (or a string in an array) is longer than 8 KiB of UTF-8.
-        case stringTooLong
+        public static let stringTooLong = Rule(.stringTooLong)
         /// A double is NaN or infinite, which JSON cannot carry.
-        case nonFiniteNumber
+        public static let nonFiniteNumber = Rule(.nonFiniteNumber)
         /// A date outside the years 1 to 9999.
-        case dateOutOfRange
+        public static let dateOutOfRange = Rule(.dateOutOfRange)
         /// A distinct id, anonymous id or login id is empty or longer than 255 bytes.
-        case invalidIdentity
+        public static let invalidIdentity = Rule(.invalidIdentity)
         /// `profileIncrement` takes only numbers.
-        case notANumber
+        public static let notANumber = Rule(.notANumber)
         /// The encoded record is larger than the log's `maxRecordBytes`.
-        case recordTooLarge
+        public static let recordTooLarge = Rule(.recordTooLarge)
+
+        /// A stable identifier without spaces, for metric labels and JSON: `"stringTooLong"`.
+        public var name: String { kind.rawValue }
+
+        public var description: String { name }
+
+        /// Every rule this version knows, for tests.
+        package static var allCases: [Rule] { Kind.allCases.map(Rule.init) }
     }
 
     /// The event (or profile operation such as `profile_set`) whose input was refused.
@@ -47,6 +66,6 @@ public struct BeaconValidationError: Error, Sendable, Equatable, CustomStringCon
     public var description: String {
         var text = "invalid input for event \"\(event)\""
         if let key { text += ", property \"\(key)\"" }
-        return text + " (rule \(rule.rawValue)): \(message)"
+        return text + " (rule \(rule.name)): \(message)"
     }
 }

@@ -111,15 +111,15 @@ extension BeaconLog {
     func validate(_ record: UnsafeRawBufferPointer, index: Int?) throws {
         let which = index.map { "record \($0)" } ?? "the record"
         if record.isEmpty {
-            state.withLock { s in s.stats.refused["invalid", default: 0] += 1; countersChanged(&s) }
+            state.withLock { s in s.stats.refused[.invalidRecord, default: 0] += 1; countersChanged(&s) }
             throw BeaconLogError(.invalidRecord, "\(which) is empty; append the bytes of one JSON value", path: directory)
         }
         if record.count > config.maxRecordBytes {
-            state.withLock { s in s.stats.refused["tooLarge", default: 0] += 1; countersChanged(&s) }
+            state.withLock { s in s.stats.refused[.recordTooLarge, default: 0] += 1; countersChanged(&s) }
             throw BeaconLogError(.recordTooLarge, "\(which) is \(record.count) bytes, more than maxRecordBytes (\(config.maxRecordBytes)); split it or raise the limit", path: directory)
         }
         if memchr(record.baseAddress!, 0x0A, record.count) != nil {
-            state.withLock { s in s.stats.refused["invalid", default: 0] += 1; countersChanged(&s) }
+            state.withLock { s in s.stats.refused[.invalidRecord, default: 0] += 1; countersChanged(&s) }
             throw BeaconLogError(.invalidRecord, "\(which) contains a raw newline, which would break the one-record-per-line framing; escape it as \\n inside JSON strings", path: directory)
         }
     }
@@ -131,13 +131,13 @@ extension BeaconLog {
             throw BeaconLogError(.invalidArgument, "this log was opened without write access (access \(config.access)); open it with .readWrite or .write to append", path: directory)
         }
         if config.quotaPolicy == .rejectNew, Int64(s.diskBytes) + Int64(s.bufferedBytes) + Int64(incoming) > config.maxBytes {
-            s.stats.refused["quota", default: 0] += 1
+            s.stats.refused[.quotaExceeded, default: 0] += 1
             countersChanged(&s)
             throw BeaconLogError(.quotaExceeded, "the log holds \(s.diskBytes + UInt64(s.bufferedBytes)) bytes and its quota is \(config.maxBytes) (policy .rejectNew); deliver and acknowledge records, or raise maxBytes", path: directory)
         }
         // While writes fail (disk full), keep at most one segment's worth in memory, then refuse.
         if let error = s.writeError, s.bufferedBytes + incoming > max(config.segmentBytes, 1 << 20) {
-            s.stats.refused["diskFull", default: 0] += 1
+            s.stats.refused[.diskFull, default: 0] += 1
             countersChanged(&s)
             throw BeaconLogError(.diskFull, "\(error.message); \(s.bufferedRecords) records wait in memory and new ones are refused until space frees", path: error.path, errno: error.errno)
         }

@@ -81,13 +81,19 @@ package enum Frame {
     package enum Parsed: Equatable {
         /// A valid record: its sequence number and the byte range of its event inside the line's buffer.
         case record(seq: UInt64, event: Range<Int>)
-        /// Not a valid record: what is wrong, for people, and the reason's key for counting
-        /// (`"zeros"`, `"malformed"`, `"checksum"`).
-        case corrupt(String, reason: String)
+        /// Not a valid record: what is wrong, for people, and the reason it is counted under
+        /// (`.zeros`, `.malformed`, `.checksum`).
+        case corrupt(String, reason: CorruptionReason)
     }
 
     /// Parses the line `line` (the bytes between two newlines) of `buffer`, checking the CRC.
     package static func parse(_ buffer: UnsafeRawBufferPointer, line: Range<Int>) -> Parsed {
+        var crc: UInt32 = 0
+        return parse(buffer, line: line, crc: &crc)
+    }
+
+    /// ``parse(_:line:)``, also giving a record's checksum (checked) in `crc`.
+    package static func parse(_ buffer: UnsafeRawBufferPointer, line: Range<Int>, crc checked: inout UInt32) -> Parsed {
         var i = line.lowerBound
         let end = line.upperBound
         func expect(_ literal: StaticString) -> Bool {
@@ -111,15 +117,16 @@ package enum Frame {
             return i > start ? v : nil
         }
         if end - line.lowerBound > 0 && buffer[line.lowerBound] == 0 {
-            return .corrupt("zero bytes instead of a record (a torn write or a zero-filled block)", reason: "zeros")
+            return .corrupt("zero bytes instead of a record (a torn write or a zero-filled block)", reason: .zeros)
         }
-        guard expect(seqPrefix), let seq = number(max: 20) else { return .corrupt("not a record: expected {\"seq\":N at the start of the line", reason: "malformed") }
-        guard expect(crcPrefix), let crc = number(max: 10), crc <= UInt64(UInt32.max) else { return .corrupt("not a record: expected \"crc\" after the seq", reason: "malformed") }
-        guard expect(eventPrefix) else { return .corrupt("not a record: expected \"event\" after the crc", reason: "malformed") }
-        guard end - i >= 2, buffer[end - 1] == 0x7D else { return .corrupt("record \(seq) is cut short: it does not end with }", reason: "malformed") }
+        guard expect(seqPrefix), let seq = number(max: 20) else { return .corrupt("not a record: expected {\"seq\":N at the start of the line", reason: .malformed) }
+        guard expect(crcPrefix), let crc = number(max: 10), crc <= UInt64(UInt32.max) else { return .corrupt("not a record: expected \"crc\" after the seq", reason: .malformed) }
+        guard expect(eventPrefix) else { return .corrupt("not a record: expected \"event\" after the crc", reason: .malformed) }
+        guard end - i >= 2, buffer[end - 1] == 0x7D else { return .corrupt("record \(seq) is cut short: it does not end with }", reason: .malformed) }
         let event = i..<(end - 1)
         let actual = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: buffer[event]))
-        guard actual == UInt32(crc) else { return .corrupt("record \(seq) fails its checksum (stored \(crc), computed \(actual)): the bytes changed on disk", reason: "checksum") }
+        guard actual == UInt32(crc) else { return .corrupt("record \(seq) fails its checksum (stored \(crc), computed \(actual)): the bytes changed on disk", reason: .checksum) }
+        checked = actual
         return .record(seq: seq, event: event)
     }
 }

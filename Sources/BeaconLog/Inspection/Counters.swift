@@ -8,10 +8,10 @@ import Foundation
 /// at most once a second after a change and on close, through the file-system seam. They are
 /// diagnostics, not data: they are not fsynced, and a missing or damaged file counts as zeros.
 struct PersistedCounters: Codable, Equatable, Sendable {
-    var dropped: [String: UInt64] = [:]
-    var refused: [String: UInt64] = [:]
+    var dropped: [DropReason: UInt64] = [:]
+    var refused: [RefusalReason: UInt64] = [:]
     var skippedCorrupt: UInt64 = 0
-    var skippedCorruptByReason: [String: UInt64] = [:]
+    var skippedCorruptByReason: [CorruptionReason: UInt64] = [:]
     /// The furthest position at which a corrupt record was counted (`[segment, offset]`), so that
     /// reading it again after a restart does not count it twice.
     var corruptCountedThrough: [UInt64]?
@@ -23,21 +23,37 @@ struct PersistedCounters: Codable, Equatable, Sendable {
         case corruptCountedThrough = "corrupt_counted_through"
     }
 
-    init(dropped: [String: UInt64] = [:], refused: [String: UInt64] = [:], skippedCorrupt: UInt64 = 0, skippedCorruptByReason: [String: UInt64] = [:]) {
+    init(dropped: [DropReason: UInt64] = [:], refused: [RefusalReason: UInt64] = [:], skippedCorrupt: UInt64 = 0, skippedCorruptByReason: [CorruptionReason: UInt64] = [:]) {
         self.dropped = dropped
         self.refused = refused
         self.skippedCorrupt = skippedCorrupt
         self.skippedCorruptByReason = skippedCorruptByReason
     }
 
-    /// Every key is optional: a file written by an older version lacks the newer ones.
+    /// Every key is optional: a file written by an older version lacks the newer ones. Counts are
+    /// stored by the reason's name; a name this version does not know is left out.
     init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
-        dropped = try c.decodeIfPresent([String: UInt64].self, forKey: .dropped) ?? [:]
-        refused = try c.decodeIfPresent([String: UInt64].self, forKey: .refused) ?? [:]
+        func counts<Reason>(_ key: CodingKeys, _ reason: (String) -> Reason?) throws -> [Reason: UInt64] {
+            let stored = try c.decodeIfPresent([String: UInt64].self, forKey: key) ?? [:]
+            var typed: [Reason: UInt64] = [:]
+            for (name, count) in stored { if let r = reason(name) { typed[r, default: 0] += count } }
+            return typed
+        }
+        dropped = try counts(.dropped, DropReason.init(name:))
+        refused = try counts(.refused, RefusalReason.init(name:))
         skippedCorrupt = try c.decodeIfPresent(UInt64.self, forKey: .skippedCorrupt) ?? 0
-        skippedCorruptByReason = try c.decodeIfPresent([String: UInt64].self, forKey: .skippedCorruptByReason) ?? [:]
+        skippedCorruptByReason = try counts(.skippedCorruptByReason, CorruptionReason.init(name:))
         corruptCountedThrough = try c.decodeIfPresent([UInt64].self, forKey: .corruptCountedThrough)
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(Dictionary(uniqueKeysWithValues: dropped.map { ($0.key.name, $0.value) }), forKey: .dropped)
+        try c.encode(Dictionary(uniqueKeysWithValues: refused.map { ($0.key.name, $0.value) }), forKey: .refused)
+        try c.encode(skippedCorrupt, forKey: .skippedCorrupt)
+        try c.encode(Dictionary(uniqueKeysWithValues: skippedCorruptByReason.map { ($0.key.name, $0.value) }), forKey: .skippedCorruptByReason)
+        try c.encodeIfPresent(corruptCountedThrough, forKey: .corruptCountedThrough)
     }
 
     static func path(_ kind: BeaconLog.LockKind, directory: String) -> String {

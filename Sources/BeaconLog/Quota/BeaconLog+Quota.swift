@@ -44,7 +44,7 @@ extension BeaconLog {
                     s.segments.removeAll { $0.number == oldest.number }
                     s.droppedBefore = max(s.droppedBefore, firstSeqOfNext)
                     if dropped > 0 {
-                        s.stats.dropped["quota", default: 0] += dropped
+                        s.stats.dropped[.quotaDeleted, default: 0] += dropped
                         // Records already read may still be delivered: their acknowledgement takes
                         // them back out of `dropped` (see `acknowledge(through:)`).
                         let read = min(s.readThrough, firstSeqOfNext)

@@ -50,8 +50,8 @@ extension BeaconLog {
             guard let range = s.droppedButRead, position.seq > range.lowerBound else { return }
             let upTo = min(position.seq, range.upperBound)
             let delivered = upTo - range.lowerBound
-            let dropped = s.stats.dropped["quota", default: 0]
-            s.stats.dropped["quota"] = dropped - min(dropped, delivered)
+            let dropped = s.stats.dropped[.quotaDeleted, default: 0]
+            s.stats.dropped[.quotaDeleted] = dropped - min(dropped, delivered)
             s.stats.acknowledgedRecords += delivered
             s.droppedButRead = upTo < range.upperBound ? upTo..<range.upperBound : nil
             countersChanged(&s)

@@ -27,6 +27,9 @@ extension BeaconLog {
             seqs.reserveCapacity(min(maxRecords, 1024))
             var ends: [LogPosition] = []
             ends.reserveCapacity(min(maxRecords, 1024))
+            var crcs: [UInt32] = []
+            crcs.reserveCapacity(min(maxRecords, 1024))
+            var crc: UInt32 = 0
             var bytes = 0
             var skipped = 0
             // The last seq accepted in the current segment. Within one segment seqs go up by one;
@@ -54,12 +57,12 @@ extension BeaconLog {
                     if let grown = try readableLimit(ofSegment: pos.segment, beyond: limit, io: &io), grown > limit { continue }
                     guard let next = try segment(after: pos.segment, io: &io) else { break }
                     if let again = try readableLimit(ofSegment: pos.segment, beyond: limit, io: &io), again > limit { continue }
-                    skipped += countCorrupt(at: pos, reason: "tornTail")
+                    skipped += countCorrupt(at: pos, reason: .tornTail)
                     moveOn(to: next)
                     continue
                 }
                 let lineEnd = cache.start + UInt64(line.upperBound) + 1
-                let parsed = cache.bytes.withUnsafeBytes { Frame.parse($0, line: line) }
+                let parsed = cache.bytes.withUnsafeBytes { Frame.parse($0, line: line, crc: &crc) }
                 switch parsed {
                 case .record(let seq, let event):
                     let next = LogPosition(segment: pos.segment, offset: lineEnd, seq: pos.seq)
@@ -72,16 +75,17 @@ extension BeaconLog {
                         pos.offset = lineEnd
                     } else if let last = lastInSegment, seq != last + 1, try !plausibleJump(to: seq, after: last, next: next, limit: limit, io: &io) {
                         // The CRC covers the event, not its seq: damaged seq digits. Counted, passed over.
-                        skipped += countCorrupt(at: pos, reason: "seqDigits")
+                        skipped += countCorrupt(at: pos, reason: .seqDigits)
                         pos.offset = lineEnd
                     } else if lastInSegment == nil, seq != pos.seq, try !seqContinues(from: seq, expected: pos.seq, next: next, limit: limit, io: &io) {
                         // A segment's first record, with a seq other than expected that the records
                         // after it do not continue: its digits were damaged.
-                        skipped += countCorrupt(at: pos, reason: "seqDigits")
+                        skipped += countCorrupt(at: pos, reason: .seqDigits)
                         pos.offset = lineEnd
                     } else if seq >= pos.seq {
                         records.append(cache.bytes[event])
                         seqs.append(seq)
+                        crcs.append(crc)
                         bytes += event.count
                         pos = LogPosition(segment: pos.segment, offset: lineEnd, seq: seq + 1)
                         ends.append(pos)
@@ -99,12 +103,14 @@ extension BeaconLog {
                 if !seqs.isEmpty { s.readThrough = max(s.readThrough, pos.seq) }
                 if !canWrite, s.readEnd.map({ pos.seq >= $0.seq && !(pos < $0) }) ?? true { s.readEnd = pos }
             }
-            return LogBatch(records: records, seqs: seqs, start: start, end: pos, skippedCorrupt: skipped, recordEnds: ends)
+            var batch = LogBatch(records: records, seqs: seqs, start: start, end: pos, skippedCorrupt: skipped, recordEnds: ends)
+            batch.crcs = crcs
+            return batch
         }
     }
 
     /// Counts a corrupt record once, however often it is read again.
-    func countCorrupt(at position: LogPosition, reason: String) -> Int {
+    func countCorrupt(at position: LogPosition, reason: CorruptionReason) -> Int {
         state.withLock { s in
             if let counted = s.corruptCountedThrough, position <= counted { return 1 }
             s.corruptCountedThrough = position

@@ -16,6 +16,9 @@ public struct LogBatch: Sendable {
     public var skippedCorrupt: Int
     /// The position just after each record, parallel to `records` (see ``end(after:)``).
     public var recordEnds: [LogPosition]
+    /// Each record's CRC-32C as checked by the read (empty for a batch made otherwise): what the
+    /// uploader's idempotency key hashes, so that the bytes are not passed over again.
+    package var crcs: [UInt32] = []
 
     /// A batch; `recordEnds` defaults to `end` for the last record only being known, which is what
     /// a batch built by hand (tests, an in-memory source) usually has.

@@ -25,9 +25,10 @@ struct RequestBuilder: Sendable {
         var key: String
     }
 
-    /// The payload of a request carrying `records` (with their `seqs`).
-    func payload(records: [ArraySlice<UInt8>], seqs: [UInt64]) -> Payload {
-        let key = IdempotencyKey.make(records: records, seqs: seqs)
+    /// The payload of a request carrying `records` (with their `seqs` and, when the read gave
+    /// them, `crcs`).
+    func payload(records: [ArraySlice<UInt8>], seqs: [UInt64], crcs: [UInt32] = []) -> Payload {
+        let key = IdempotencyKey.make(records: records, seqs: seqs, crcs: crcs)
         guard configuration.format != .envelope else { return Payload(body: nil, key: key) }
         return Payload(body: encoded(configuration.format.body(records, sentAt: 0)), key: key)
     }
@@ -35,8 +36,8 @@ struct RequestBuilder: Sendable {
     /// The request for `records` (with their `seqs`), sent at `sentAt` (epoch ms) after `retry`
     /// earlier sends of the same events, with `timeout`; `payload` is theirs when it was built
     /// ahead.
-    func request(records: [ArraySlice<UInt8>], seqs: [UInt64], payload: Payload? = nil, sentAt: Int64, retry: Int, timeout: Duration) -> TransportRequest {
-        let payload = payload ?? Payload(body: nil, key: IdempotencyKey.make(records: records, seqs: seqs))
+    func request(records: [ArraySlice<UInt8>], seqs: [UInt64], crcs: [UInt32] = [], payload: Payload? = nil, sentAt: Int64, retry: Int, timeout: Duration) -> TransportRequest {
+        let payload = payload ?? Payload(body: nil, key: IdempotencyKey.make(records: records, seqs: seqs, crcs: crcs))
         let body = payload.body ?? encoded(configuration.format.body(records, sentAt: sentAt))
         var headers: [(name: String, value: String)] = [
             ("Content-Type", configuration.format.contentType),

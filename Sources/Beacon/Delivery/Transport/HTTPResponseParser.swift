@@ -217,6 +217,9 @@ struct HTTPResponseParser {
         guard let colon = text.firstIndex(of: UInt8(ascii: ":")), colon > 0 else {
             throw Malformed(description: "the answer has a header field without a colon: '\(Self.excerpt(text))'")
         }
+        guard HTTPToken.isToken(text[..<colon]) else {
+            throw Malformed(description: "the answer has a header field whose name is not an HTTP token: '\(Self.excerpt(text))'")
+        }
         let name = String(decoding: text[..<colon], as: UTF8.self)
         let value = Self.trimmed(text[(colon + 1)...])
         let lower = name.lowercased()
@@ -253,8 +256,8 @@ struct HTTPResponseParser {
             phase = .chunkSize
         } else if let length = field("content-length") {
             // Repeated identical lengths were folded as "n, n".
-            let values = Set(length.split(separator: ",").map { $0.trimmingSpaces })
-            guard values.count == 1, let text = values.first, let n = Int(text), n >= 0 else {
+            let values = Set(length.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingSpaces })
+            guard values.count == 1, let text = values.first, text.utf8.count <= 18, let n = Int(ascii: text.utf8) else {
                 throw Malformed(description: "the answer has an invalid Content-Length: '\(length)'")
             }
             body.reserveCapacity(min(n, maxBodyBytes))
@@ -265,13 +268,24 @@ struct HTTPResponseParser {
         }
     }
 
+    /// `1*HEXDIG [BWS ";" extension]`: hex digits from the line's first byte (no sign, no space
+    /// before them), then only spaces up to an optional extension, which is ignored.
     private func chunkSize(_ text: [UInt8]) throws(Malformed) -> Int {
-        let digits = text.prefix { $0 != UInt8(ascii: ";") }
-        let hex = Self.trimmed(digits)
-        guard !hex.isEmpty, hex.count <= 15, let size = Int(hex, radix: 16), size >= 0 else {
+        let digits = text.prefix { Self.hexValue($0) != nil }
+        let rest = text[digits.count...].drop { $0 == 0x20 || $0 == 0x09 }
+        guard !digits.isEmpty, digits.count <= 15, rest.isEmpty || rest.first == UInt8(ascii: ";") else {
             throw Malformed(description: "the answer has an invalid chunk size line: '\(Self.excerpt(text))'")
         }
-        return size
+        return digits.reduce(0) { $0 << 4 | Self.hexValue($1)! }
+    }
+
+    private static func hexValue(_ byte: UInt8) -> Int? {
+        switch byte {
+        case 0x30...0x39: Int(byte - 0x30)
+        case 0x41...0x46: Int(byte - 0x41 + 10)
+        case 0x61...0x66: Int(byte - 0x61 + 10)
+        default: nil
+        }
     }
 
     private func field(_ lowercasedName: String) -> String? {
@@ -329,5 +343,20 @@ private extension Int {
             value = value * 10 + Int(d - 0x30)
         }
         self = value
+    }
+}
+
+/// The characters of an HTTP token (RFC 9110 §5.6.2), which a header field's name must be.
+enum HTTPToken {
+    /// Whether `bytes` is a non-empty token: letters, digits and ``!#$%&'*+-.^_`|~``.
+    static func isToken<C: Collection<UInt8>>(_ bytes: C) -> Bool {
+        !bytes.isEmpty && bytes.allSatisfy(isTokenCharacter)
+    }
+
+    static func isTokenCharacter(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
+        default: "!#$%&'*+-.^_`|~".utf8.contains(byte)
+        }
     }
 }

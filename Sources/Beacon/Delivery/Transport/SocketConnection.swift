@@ -13,20 +13,26 @@ struct SocketEndpoint: Sendable {
     let hostField: String
     /// The path and query as written in the URL ("/" when empty).
     let target: String
+    /// Whether the URL is `https://`.
+    let secure: Bool
+    /// The transport's TLS context, for an `https://` URL.
+    var tls: TLSContext?
+    /// `Basic …` from the URL's user info (RFC 7617: user and password percent-decoded, joined
+    /// by a colon), sent unless the request has its own `Authorization`. Never shown.
+    let authorization: String?
 
     init(_ url: URL) throws(TransportError) {
         let scheme = url.scheme?.lowercased() ?? ""
-        guard scheme == "http" else {
-            if scheme == "https" {
-                throw TransportError(.network, "\(RedactedURL(url)): SocketTransport speaks plain http only; use HTTPTransport for https")
-            }
-            throw TransportError(.network, "\(RedactedURL(url)): SocketTransport needs an http:// URL")
+        guard scheme == "http" || scheme == "https" else {
+            throw TransportError(.network, "\(RedactedURL(url)): SocketTransport needs an http:// or https:// URL")
         }
+        secure = scheme == "https"
         guard var host = url.host, !host.isEmpty else {
             throw TransportError(.network, "\(RedactedURL(url)): the URL has no host")
         }
         if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        let port = url.port ?? 80
+        let defaultPort = secure ? 443 : 80
+        let port = url.port ?? defaultPort
         guard (1...65535).contains(port) else {
             throw TransportError(.network, "\(RedactedURL(url)): port \(port) is out of range")
         }
@@ -34,8 +40,17 @@ struct SocketEndpoint: Sendable {
         self.host = host
         self.port = UInt16(port)
         let shown = host.contains(":") ? "[\(host)]" : host
-        hostField = port == 80 ? shown : "\(shown):\(port)"
+        hostField = port == defaultPort ? shown : "\(shown):\(port)"
         target = Self.target(of: url.absoluteString)
+        authorization = Self.basicAuthorization(of: url)
+    }
+
+    /// `Basic base64(user:password)` for a URL with user info (as curl and URLSession send it),
+    /// nil without.
+    static func basicAuthorization(of url: URL) -> String? {
+        guard let user = url.user(percentEncoded: false) else { return nil }
+        let password = url.password(percentEncoded: false) ?? ""
+        return "Basic " + Data("\(user):\(password)".utf8).base64EncodedString()
     }
 
     /// The path and query of `text` (everything after the authority, up to a fragment), exactly as
@@ -97,18 +112,25 @@ final class SocketConnection: @unchecked Sendable {
         case closedBeforeAnswer(Int32?)
         case malformed(String)
         case resolve(String)
+        /// TLS failed (see ``TLSFailure/isConfiguration``).
+        case tls(TLSFailure)
     }
 
     private(set) var fd: Int32 = -1
+    /// How the open connection's bytes are read and written: the socket itself or TLS over it.
+    private var stream: (any ByteStream)?
     /// The host and port the open connection goes to.
-    private var peer: (host: String, port: UInt16)?
+    private var peer: (host: String, port: UInt16, secure: Bool)?
     let waker: SocketWaker
     private var parser: HTTPResponseParser
     private let buffer: UnsafeMutableRawBufferPointer
     /// Connections opened so far (for tests and the benchmark).
     private(set) var opened = 0
+    /// How host names are looked up (`getaddrinfo`; tests slow it down or script it).
+    private let lookup: SocketResolver.Lookup
 
-    init(maxResponseBodyBytes: Int, readBufferBytes: Int = 64 << 10) {
+    init(maxResponseBodyBytes: Int, readBufferBytes: Int = 64 << 10, lookup: @escaping SocketResolver.Lookup = SocketResolver.system) {
+        self.lookup = lookup
         waker = SocketWaker()
         parser = HTTPResponseParser(maxBodyBytes: maxResponseBodyBytes)
         buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: readBufferBytes, alignment: 16)
@@ -120,6 +142,8 @@ final class SocketConnection: @unchecked Sendable {
     }
 
     func disconnect() {
+        stream?.close()
+        stream = nil
         if fd >= 0 { close(fd) }
         fd = -1
         peer = nil
@@ -134,11 +158,16 @@ final class SocketConnection: @unchecked Sendable {
         let head = try Self.head(request, endpoint)
         var retried = false
         while true {
-            if fd >= 0, peer?.host != endpoint.host || peer?.port != endpoint.port || peerHasClosed() { disconnect() }
+            if fd >= 0, peer?.host != endpoint.host || peer?.port != endpoint.port || peer?.secure != endpoint.secure || peerHasClosed() { disconnect() }
             let reused = fd >= 0
             if !reused { try connect(endpoint, deadline: deadline, isCancelled: isCancelled) }
             do {
-                try write(head, request.body, deadline: deadline, isCancelled: isCancelled)
+                parser.reset()
+                if let early = try write(head, request.body, deadline: deadline, isCancelled: isCancelled) {
+                    // Answered before the whole body was sent: the connection cannot carry another request.
+                    disconnect()
+                    return early
+                }
                 return try readAnswer(deadline: deadline, isCancelled: isCancelled)
             } catch {
                 disconnect()
@@ -159,9 +188,12 @@ final class SocketConnection: @unchecked Sendable {
     static func head(_ request: TransportRequest, _ endpoint: SocketEndpoint) throws(Failure) -> [UInt8] {
         var text = "\(request.method) \(endpoint.target) HTTP/1.1\r\n"
         if request.header("Host") == nil { text += "Host: \(endpoint.hostField)\r\n" }
+        if let authorization = endpoint.authorization, request.header("Authorization") == nil {
+            text += "Authorization: \(authorization)\r\n"
+        }
         for (name, value) in request.headers {
-            guard !name.isEmpty, !name.utf8.contains(where: { $0 <= 0x20 || $0 == UInt8(ascii: ":") || $0 == 0x7F }) else {
-                throw .malformed("header name '\(name)' is empty or holds a space, colon or control character")
+            guard HTTPToken.isToken(name.utf8) else {
+                throw .malformed("header name '\(name)' is not an HTTP token (empty, or holding a space, separator or control character)")
             }
             guard !value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) else {
                 throw .malformed("the value of header '\(name)' holds a line break")
@@ -178,126 +210,114 @@ final class SocketConnection: @unchecked Sendable {
     // MARK: - Connecting
 
     private func connect(_ endpoint: SocketEndpoint, deadline: UInt64, isCancelled: () -> Bool) throws(Failure) {
-        var hints = addrinfo()
-        hints.ai_family = AF_UNSPEC
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        hints.ai_protocol = Int32(IPPROTO_TCP)
-        hints.ai_flags = AI_NUMERICSERV
-        var list: UnsafeMutablePointer<addrinfo>?
-        let resolved = getaddrinfo(endpoint.host, String(endpoint.port), &hints, &list)
-        guard resolved == 0, let first = list else {
-            let reason = resolved == EAI_SYSTEM ? String(cString: strerror(errno)) : String(cString: gai_strerror(resolved))
-            throw .resolve("cannot resolve host '\(endpoint.host)': \(reason)")
+        let addresses = try SocketResolver.resolve(endpoint.host, port: endpoint.port, lookup: lookup, deadline: deadline, waker: waker, isCancelled: isCancelled)
+        let s = try SocketConnector.connect(addresses, deadline: deadline, waker: waker, isCancelled: isCancelled)
+        var yes: Int32 = 1
+        setsockopt(s, Int32(IPPROTO_TCP), TCP_NODELAY, &yes, socklen_t(MemoryLayout<Int32>.size))
+        fd = s
+        peer = (endpoint.host, endpoint.port, endpoint.secure)
+        stream = PlainStream(fd: s)
+        opened += 1
+        guard endpoint.secure else { return }
+        do {
+            try startTLS(host: endpoint.host, port: endpoint.port, context: endpoint.tls, deadline: deadline, isCancelled: isCancelled)
+        } catch {
+            disconnect()
+            throw error
         }
-        defer { freeaddrinfo(first) }
-        var lastError: Int32 = ECONNREFUSED
-        var next: UnsafeMutablePointer<addrinfo>? = first
-        while let info = next {
-            next = info.pointee.ai_next
-            let s = socket(info.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), info.pointee.ai_protocol)
-            guard s >= 0 else { lastError = errno; continue }
-            var result = Glibc.connect(s, info.pointee.ai_addr, info.pointee.ai_addrlen)
-            if result != 0 && errno == EINPROGRESS {
-                do {
-                    try wait(on: s, for: Int16(POLLOUT), deadline: deadline, isCancelled: isCancelled)
-                } catch {
-                    close(s)
-                    throw error
-                }
-                var problem: Int32 = 0
-                var length = socklen_t(MemoryLayout<Int32>.size)
-                getsockopt(s, SOL_SOCKET, SO_ERROR, &problem, &length)
-                if problem == 0 { result = 0 } else { errno = problem }
-            }
-            guard result == 0 else {
-                lastError = errno
-                close(s)
-                continue
-            }
-            var yes: Int32 = 1
-            setsockopt(s, Int32(IPPROTO_TCP), TCP_NODELAY, &yes, socklen_t(MemoryLayout<Int32>.size))
-            fd = s
-            peer = (endpoint.host, endpoint.port)
-            opened += 1
-            return
-        }
-        throw .system("connect", lastError)
     }
 
     /// Whether the server closed the idle connection (or sent something unasked, which leaves it
     /// unusable too).
     private func peerHasClosed() -> Bool {
-        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        return poll(&p, 1, 0) != 0
+        !(stream?.isIdle() ?? false)
+    }
+
+    /// Starts TLS on the connected socket (directly, or through a proxy's tunnel): the handshake
+    /// checks the certificate against `host` (as written in the URL) and resumes the session of
+    /// the last connection to `host` and `port`. From then on requests go encrypted.
+    func startTLS(host: String, port: UInt16, context: TLSContext?, deadline: UInt64, isCancelled: () -> Bool) throws(Failure) {
+        guard let context else { throw .tls(TLSFailure(message: "no TLS context for \(host)", isConfiguration: true)) }
+        let tls: TLSStream
+        do { tls = try TLSStream(fd: fd, host: host, port: port, context: context) } catch { throw .tls(error) }
+        stream = tls
+        while true {
+            switch tls.handshake() {
+            case .done: return
+            case .wait(let events): try wait(on: fd, for: events, deadline: deadline, isCancelled: isCancelled)
+            case .failed(let code): throw .system("TLS handshake", code)
+            case .tls(let failure): throw .tls(failure)
+            }
+        }
     }
 
     // MARK: - Waiting
 
-    /// Waits until `socket` is ready for `events`, the deadline passes or the request is cancelled.
-    private func wait(on socket: Int32, for events: Int16, deadline: UInt64, isCancelled: () -> Bool) throws(Failure) {
-        while true {
-            if isCancelled() { throw .cancelled }
-            let now = DispatchTime.now().uptimeNanoseconds
-            guard now < deadline else { throw .timeout }
-            var milliseconds = min((deadline - now + 999_999) / 1_000_000, UInt64(Int32.max))
-            if waker.fd < 0 { milliseconds = min(milliseconds, SocketWaker.sliceWithoutPair) }
-            var fds = (pollfd(fd: socket, events: events, revents: 0), pollfd(fd: waker.fd, events: Int16(POLLIN), revents: 0))
-            let ready = withUnsafeMutableBytes(of: &fds) {
-                poll($0.baseAddress!.assumingMemoryBound(to: pollfd.self), 2, Int32(milliseconds))
-            }
-            if ready < 0 {
-                if errno == EINTR { continue }
-                throw .system("poll", errno)
-            }
-            if fds.1.revents != 0 { waker.drain() }
-            if fds.0.revents != 0 { return }
-        }
+    /// Waits until `socket` is ready for `events`, the deadline passes or the request is cancelled;
+    /// the events that are ready.
+    @discardableResult
+    func wait(on socket: Int32, for events: Int16, deadline: UInt64, isCancelled: () -> Bool) throws(Failure) -> Int16 {
+        var fds = [pollfd(fd: socket, events: events, revents: 0)]
+        while try !SocketWait.poll(&fds, until: deadline, deadline: deadline, waker: waker, isCancelled: isCancelled) {}
+        return fds[0].revents
     }
 
     // MARK: - Writing
 
-    private func write(_ head: [UInt8], _ body: [UInt8], deadline: UInt64, isCancelled: () -> Bool) throws(Failure) {
+    /// Writes the request; returns an answer that came before the whole body was sent, if any.
+    ///
+    /// A server may answer before it has read the body, a 413 or a 401 from the head alone, and
+    /// then stop reading or close (RFC 9112 §9.5). So while the body waits for room in the send
+    /// buffer the socket is watched for an answer too, and when the peer resets or closes the
+    /// connection mid-body, the answer it sent first is read from the socket before the failure is
+    /// believed.
+    private func write(_ head: [UInt8], _ body: [UInt8], deadline: UInt64, isCancelled: () -> Bool) throws(Failure) -> TransportResponse? {
+        guard let stream else { throw .closedBeforeAnswer(nil) }
         let total = head.count + body.count
         var sent = 0
         while sent < total {
-            let n = head.withUnsafeBytes { h in
+            let result = head.withUnsafeBytes { h in
                 body.withUnsafeBytes { b in
-                    var parts = [iovec]()
-                    if sent < h.count {
-                        parts.append(iovec(iov_base: UnsafeMutableRawPointer(mutating: h.baseAddress! + sent), iov_len: h.count - sent))
-                        if b.count > 0 { parts.append(iovec(iov_base: UnsafeMutableRawPointer(mutating: b.baseAddress!), iov_len: b.count)) }
-                    } else {
-                        let offset = sent - h.count
-                        parts.append(iovec(iov_base: UnsafeMutableRawPointer(mutating: b.baseAddress! + offset), iov_len: b.count - offset))
-                    }
-                    return parts.withUnsafeMutableBufferPointer { iov in
-                        var message = msghdr()
-                        message.msg_iov = iov.baseAddress
-                        message.msg_iovlen = iov.count
-                        return sendmsg(fd, &message, Int32(MSG_NOSIGNAL))
-                    }
+                    sent < h.count
+                        ? stream.write(UnsafeRawBufferPointer(rebasing: h[sent...]), b)
+                        : stream.write(UnsafeRawBufferPointer(start: nil, count: 0), UnsafeRawBufferPointer(rebasing: b[(sent - h.count)...]))
                 }
             }
-            if n >= 0 {
-                sent += n
-                continue
-            }
-            switch errno {
-            case EINTR: continue
-            case EAGAIN, EWOULDBLOCK: try wait(on: fd, for: Int16(POLLOUT), deadline: deadline, isCancelled: isCancelled)
-            case EPIPE, ECONNRESET, ENOTCONN: throw .closedBeforeAnswer(errno)
-            case let code: throw .system("send", code)
+            switch result {
+            case .done(let n): sent += n
+            case .wait(let events):
+                let ready = try wait(on: fd, for: events | Int16(POLLIN), deadline: deadline, isCancelled: isCancelled)
+                if ready & Int16(POLLIN) != 0, events & Int16(POLLIN) == 0, let answer = try receive(deadline: deadline, isCancelled: isCancelled, waiting: false) {
+                    return answer
+                }
+            case .failed(let code) where code == EPIPE || code == ECONNRESET || code == ENOTCONN:
+                do {
+                    return try receive(deadline: deadline, isCancelled: isCancelled, waiting: true)
+                } catch .closedBeforeAnswer(nil) {
+                    throw .closedBeforeAnswer(code)
+                }
+            case .failed(let code): throw .system("send", code)
+            case .tls(let failure): throw .tls(failure)
             }
         }
+        return nil
     }
 
     // MARK: - Reading
 
     private func readAnswer(deadline: UInt64, isCancelled: () -> Bool) throws(Failure) -> TransportResponse {
-        parser.reset()
+        // Waiting, `receive` returns only with an answer.
+        try receive(deadline: deadline, isCancelled: isCancelled, waiting: true)!
+    }
+
+    /// Reads the answer on from what the parser has: the whole answer, or nil when nothing more
+    /// can be read now and `waiting` is false. A connection that cannot carry another request after
+    /// the answer is closed.
+    private func receive(deadline: UInt64, isCancelled: () -> Bool, waiting: Bool) throws(Failure) -> TransportResponse? {
         while true {
-            let n = recv(fd, buffer.baseAddress, buffer.count, 0)
-            if n > 0 {
+            guard let stream else { throw .closedBeforeAnswer(nil) }
+            switch stream.read(into: buffer) {
+            case .done(let n) where n > 0:
                 let used: Int
                 do {
                     used = try parser.consume(UnsafeRawBufferPointer(rebasing: buffer[..<n]))
@@ -310,19 +330,18 @@ final class SocketConnection: @unchecked Sendable {
                 let response = parser.takeResponse()
                 if !reusable { disconnect() }
                 return response
-            }
-            if n == 0 {
+            case .done:
                 if !parser.receivedAny { throw .closedBeforeAnswer(nil) }
                 do { try parser.finish() } catch { throw .malformed(error.description) }
                 let response = parser.takeResponse()
                 disconnect()
                 return response
-            }
-            switch errno {
-            case EINTR: continue
-            case EAGAIN, EWOULDBLOCK: try wait(on: fd, for: Int16(POLLIN), deadline: deadline, isCancelled: isCancelled)
-            case ECONNRESET where !parser.receivedAny: throw .closedBeforeAnswer(ECONNRESET)
-            case let code: throw .system("recv", code)
+            case .wait(let events):
+                guard waiting else { return nil }
+                try wait(on: fd, for: events, deadline: deadline, isCancelled: isCancelled)
+            case .failed(let code) where code == ECONNRESET && !parser.receivedAny: throw .closedBeforeAnswer(ECONNRESET)
+            case .failed(let code): throw .system("recv", code)
+            case .tls(let failure): throw .tls(failure)
             }
         }
     }

@@ -3,16 +3,23 @@ import Foundation
 import Glibc
 import Synchronization
 
-/// A ``Transport`` for `http://` collectors with Beacon's own small HTTP/1.1 client: one
-/// keep-alive connection, one request at a time.
+/// A ``Transport`` for `http://` and `https://` collectors with Beacon's own small HTTP/1.1
+/// client: one keep-alive connection, one request at a time.
 ///
 /// It costs less CPU per request than ``HTTPTransport`` and its memory stays flat however long it
-/// runs (`URLSession` on Linux keeps about 150 bytes per request for good). It speaks plain HTTP
-/// only: use ``HTTPTransport`` for `https://`. Concurrent ``send(_:)`` calls wait their turn. A
+/// runs (`URLSession` on Linux keeps about 150 bytes per request for good). `https://` goes
+/// through the system's OpenSSL: the certificate is always verified (see ``TLSConfiguration``),
+/// TLS 1.2 or later, and a reconnection resumes the last session. A certificate that fails
+/// verification throws ``TransportError/Kind/tls``. Concurrent ``send(_:)`` calls wait their turn. A
 /// connection the server closed is opened again; a request whose reused connection turns out
 /// closed before any byte of the answer is sent once more on a new one (delivery is at least once,
 /// and the idempotency key travels with it). The request's timeout covers resolving, connecting,
 /// writing and reading; at most 1 MiB of an answer's body is kept, the rest is read and dropped.
+/// User info in the URL (`http://user:password@host/`) is sent as `Authorization: Basic` unless
+/// the request has its own `Authorization`. An answer that arrives while the body is still being
+/// written (a 413 or 401 from the head alone) is read and returned, even when the server then
+/// resets the connection. `localhost` is both 127.0.0.1 and ::1; a host's addresses are tried
+/// staggered, the next after 250 ms without an answer.
 /// The blocking socket calls run on a dispatch queue of the transport's own, never on Swift's
 /// concurrency pool.
 ///
@@ -27,15 +34,35 @@ public final class SocketTransport: Transport {
     private let endpoints = Mutex<SocketEndpoint?>(nil)
     /// Requests of this transport still in memory (for tests).
     let live = LiveCounts()
+    /// The TLS context for `https://`, made once: at ``init(tls:)``, or at the first `https://`
+    /// request with the system's trust store.
+    private let tls: Mutex<Result<TLSContext, TLSFailure>?>
 
-    /// A transport with no connection yet: the first request opens it.
+    /// A transport with no connection yet: the first request opens it. `https://` collectors are
+    /// verified against the system's trust store.
     public convenience init() {
         self.init(maxResponseBodyBytes: 1 << 20)
     }
 
+    /// A transport verifying `https://` collectors as `tls` says; it throws
+    /// ``TransportError/Kind/tls`` when a file it names cannot be read or loaded.
+    public convenience init(tls: TLSConfiguration) throws(TransportError) {
+        self.init(maxResponseBodyBytes: 1 << 20, tls: tls)
+        if case .failure(let failure) = self.tls.withLock({ $0 }) { throw TransportError(.tls, failure.message) }
+    }
+
     /// A transport keeping at most `maxResponseBodyBytes` of an answer's body.
-    init(maxResponseBodyBytes: Int) {
-        connection = SocketConnection(maxResponseBodyBytes: maxResponseBodyBytes)
+    init(maxResponseBodyBytes: Int, tls configuration: TLSConfiguration? = nil, lookup: @escaping SocketResolver.Lookup = SocketResolver.system) {
+        connection = SocketConnection(maxResponseBodyBytes: maxResponseBodyBytes, lookup: lookup)
+        tls = Mutex(configuration.map { configuration in Result { () throws(TLSFailure) in try TLSContext(configuration) } })
+    }
+
+    /// The TLS context, made with the system's trust store on first use.
+    func tlsContext() throws(TLSFailure) -> TLSContext {
+        try tls.withLock { made throws(TLSFailure) in
+            if made == nil { made = Result { () throws(TLSFailure) in try TLSContext(TLSConfiguration()) } }
+            return try made!.get()
+        }
     }
 
     /// How many connections this transport opened (for tests and the benchmark).
@@ -70,7 +97,10 @@ public final class SocketTransport: Transport {
 
     private func endpoint(for url: URL) throws -> SocketEndpoint {
         if let known = endpoints.withLock({ $0 }), known.url == url { return known }
-        let endpoint = try SocketEndpoint(url)
+        var endpoint = try SocketEndpoint(url)
+        if endpoint.secure {
+            do { endpoint.tls = try tlsContext() } catch { throw TransportError(.tls, "\(RedactedURL(url)): \(error.message)") }
+        }
         endpoints.withLock { $0 = endpoint }
         return endpoint
     }
@@ -92,6 +122,8 @@ public final class SocketTransport: Transport {
             return TransportError(.network, "\(target): \(what)")
         case .resolve(let what):
             return TransportError(.network, "\(target): \(what)")
+        case .tls(let failure):
+            return TransportError(failure.isConfiguration ? .tls : .network, "\(target): \(failure.message)")
         }
     }
 }

@@ -65,8 +65,13 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
     public enum Kind: Sendable, Equatable {
         /// The request took longer than its timeout.
         case timeout
-        /// The connection could not be made or broke (refused, reset, DNS, TLS).
+        /// The connection could not be made or broke (refused, reset, DNS, a TLS record).
         case network
+        /// TLS refused for a reason retrying will not fix: the collector's certificate failed
+        /// verification (unknown CA, another host name, expired), no TLS version in common, the
+        /// client certificate missing or refused, a CA or key file unreadable. The uploader treats
+        /// it like a 401: delivery pauses with backoff, every event is kept, and it is reported.
+        case tls
         /// The request was cancelled (shutdown deadline).
         case cancelled
     }

@@ -41,34 +41,51 @@ struct RejectedFile {
     }
 }
 
-/// `delivery.inflight` in the log directory: the ranges of the requests not yet acknowledged, so
-/// that a restart sends the same events again (same body, same idempotency key) instead of a
-/// differently cut batch. One line per range, `<seq of the checkpoint when it was sent> <number
-/// of records read> <times sent> <failed passes>` (the third field, for `X-Beacon-Retry`, may be
-/// missing: 1; the fourth, the passes that ended with a retryable answer, for isolation, may be
-/// missing: 0): the request in flight, before it the batches (at most eight) whose
-/// acknowledgements are not durable yet, and after it those an earlier run sent that this one has
-/// not reached yet (a restart resumes at whichever starts at the checkpoint).
+/// `delivery.inflight` in the log directory: the ranges of the requests not yet acknowledged
+/// durably, so that a restart neither sends again what a crashed process had delivered nor cuts
+/// differently what it had in flight. One line per range, `<seq of the checkpoint when it was
+/// sent> <number of records read> <times sent> <failed passes> [<boot id>]` (the third field, for
+/// `X-Beacon-Retry`, may be missing: 1; the fourth, the passes that ended with a retryable answer,
+/// for isolation, may be missing: 0; the fifth, present once the collector accepted the range, is
+/// the kernel's boot id): before the request in flight the batches (at most eight) accepted whose
+/// acknowledgements are not durable yet, then the request in flight, then those an earlier run
+/// sent that this one has not reached yet (a restart resumes at whichever starts at the checkpoint).
 ///
 /// Rewritten in place with one `pwrite` of a fixed-size record (padded with spaces) on a file
-/// kept open, through the log's file-system seam; not fsynced: it matters after a process crash,
-/// which keeps the page cache and cannot tear one small write; after a power loss a batch may be
-/// re-cut (still at-least-once, only the key differs).
+/// kept open, through the log's file-system seam; never fsynced. It matters after a process crash
+/// (kill -9), which keeps the page cache and cannot tear one small write: a restart acknowledges
+/// the accepted ranges without sending them and re-sends only the request in flight, as it was
+/// cut. The boot id makes it worthless after a power loss (or any reboot): what reached the disk of
+/// it may be any earlier version, and the log may have lost records since written again with the
+/// same seqs, so accepted ranges of another boot are sent again (at-least-once, from the durable
+/// checkpoint, which the grouped `fdatasync` keeps at most eight batches behind).
 final class InflightFile: Sendable {
     static let fileName = "delivery.inflight"
     /// The most ranges the file holds: the acknowledgements outstanding, the request in flight
     /// and as many ranges of an earlier run not reached yet.
     static let capacity = 2 * Uploader.maxOutstandingAcknowledgements + 1
-    /// The record's size: room for `capacity` ranges of four 20-digit numbers.
-    static let recordSize = 1536
+    /// The record's size, one page: room for `capacity` ranges of four 20-digit numbers and a boot id.
+    static let recordSize = 4096
     let path: String
     let fileSystem: any FileSystem
+    /// This boot's id: accepted ranges saved under another are not trusted.
+    let bootID: String
     private let file = Mutex<LogFile?>(nil)
 
-    init(directory: String, fileSystem: any FileSystem) {
+    init(directory: String, fileSystem: any FileSystem, bootID: String = InflightFile.currentBootID) {
         path = directory + "/" + Self.fileName
         self.fileSystem = fileSystem
+        self.bootID = bootID
     }
+
+    /// `/proc/sys/kernel/random/boot_id` without its dashes (32 hex digits), new at every boot; a
+    /// placeholder never equal to a real one when it cannot be read (accepted ranges are then
+    /// always sent again).
+    static let currentBootID: String = {
+        let text = (try? String(contentsOfFile: "/proc/sys/kernel/random/boot_id", encoding: .utf8)) ?? ""
+        let id = text.filter(\.isHexDigit)
+        return id.count == 32 ? id.lowercased() : "unknown"
+    }()
 
     deinit {
         file.withLock { open in open.map { fileSystem.close($0) } }
@@ -82,6 +99,9 @@ final class InflightFile: Sendable {
         /// Passes at these records that ended with a retryable answer (not sends whose answer
         /// was never seen).
         var failures: Int = 0
+        /// The collector accepted these records in this boot: a restart acknowledges them
+        /// without sending them again.
+        var accepted = false
     }
 
     /// The largest record count, send count or failure count a range may hold: larger ones mean
@@ -96,12 +116,13 @@ final class InflightFile: Sendable {
         for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
             let parts = line.split(separator: " ")
             if parts.isEmpty { continue }
-            guard (2...4).contains(parts.count), let first = UInt64(parts[0]), let count = Int(parts[1]), (1...Self.maxCount).contains(count) else { return [] }
+            guard (2...5).contains(parts.count), let first = UInt64(parts[0]), let count = Int(parts[1]), (1...Self.maxCount).contains(count) else { return [] }
             let sends = parts.count >= 3 ? Int(parts[2]) ?? 1 : 1
-            let failures = parts.count == 4 ? Int(parts[3]) ?? 0 : 0
+            let failures = parts.count >= 4 ? Int(parts[3]) ?? 0 : 0
             // Counts no run could have written (they trapped the delivery state machine's arithmetic).
             guard sends <= Self.maxCount, failures <= Self.maxCount else { return [] }
-            ranges.append(Range(firstSeq: first, count: count, sends: max(1, sends), failures: max(0, failures)))
+            let accepted = parts.count == 5 && parts[4] == bootID && bootID != "unknown"
+            ranges.append(Range(firstSeq: first, count: count, sends: max(1, sends), failures: max(0, failures), accepted: accepted))
         }
         return ranges
     }
@@ -111,6 +132,7 @@ final class InflightFile: Sendable {
         precondition(ranges.count <= Self.capacity, "delivery.inflight holds at most \(Self.capacity) ranges")
         // Written on every request: digits straight into the record, no strings.
         var record = [UInt8](repeating: UInt8(ascii: " "), count: Self.recordSize)
+        let boot = Array(bootID.utf8)
         record.withUnsafeMutableBufferPointer { buffer in
             var at = 0
             func put(_ value: UInt64, then separator: UInt8) {
@@ -123,7 +145,12 @@ final class InflightFile: Sendable {
                 put(range.firstSeq, then: UInt8(ascii: " "))
                 put(UInt64(range.count), then: UInt8(ascii: " "))
                 put(UInt64(range.sends), then: UInt8(ascii: " "))
-                put(UInt64(range.failures), then: UInt8(ascii: "\n"))
+                put(UInt64(range.failures), then: UInt8(ascii: range.accepted ? " " : "\n"))
+                if range.accepted {
+                    for byte in boot { buffer[at] = byte; at += 1 }
+                    buffer[at] = UInt8(ascii: "\n")
+                    at += 1
+                }
             }
         }
         try file.withLock { open in

@@ -3,14 +3,10 @@ import Synchronization
 /// What the log's quota deleted before delivery, since a tracker or an uploader opened, and the
 /// diagnostic about it.
 ///
-/// The count is the log's own (`LogStats.dropped["quota"]`) minus its value at opening, so records
+/// The count is the log's own (`LogStats.dropped[.quotaDeleted]`) minus its value at opening, so records
 /// that were deleted while in flight and then delivered are not counted. The diagnostic is written
 /// on the first drop and then at most once every `interval`, with the count so far.
 final class QuotaDrops: Sendable {
-    /// The reason events deleted by the quota are reported under (in ``BeaconStats/dropped`` and
-    /// ``FlushResult/dropped``).
-    static let reason = "quotaDeleted"
-
     let atOpen = Atomic<UInt64>(0)
     let lastReport = Mutex<ContinuousClock.Instant?>(nil)
     let interval: Duration
@@ -21,7 +17,7 @@ final class QuotaDrops: Sendable {
 
     /// Records the log's count when it was opened: only drops after it are reported.
     func opened(_ log: BeaconLog) {
-        atOpen.store(log.stats.dropped["quota", default: 0], ordering: .relaxed)
+        atOpen.store(log.stats.dropped[.quotaDeleted, default: 0], ordering: .relaxed)
     }
 
     /// Events deleted by the quota since opening, never delivered.
@@ -30,7 +26,7 @@ final class QuotaDrops: Sendable {
     }
 
     func count(in stats: LogStats) -> UInt64 {
-        let now = stats.dropped["quota", default: 0]
+        let now = stats.dropped[.quotaDeleted, default: 0]
         let before = atOpen.load(ordering: .relaxed)
         return now > before ? now - before : 0
     }
@@ -45,7 +41,7 @@ final class QuotaDrops: Sendable {
             return true
         }
         guard due else { return nil }
-        return "the log reached its quota (maxBytes \(maxBytes)) and deleted its oldest \(records) pending events before they were delivered (counted in stats.dropped[\"\(Self.reason)\"]); deliver faster (is the collector reachable?), raise maxBytes, or use quotaPolicy .rejectNew to refuse new events instead"
+        return "the log reached its quota (maxBytes \(maxBytes)) and deleted its oldest \(records) pending events before they were delivered (counted in stats.dropped[.quotaDeleted]); deliver faster (is the collector reachable?), raise maxBytes, or use quotaPolicy .rejectNew to refuse new events instead"
     }
 }
 
@@ -54,7 +50,7 @@ extension Uploader {
     /// rejected by the collector or expired (both set aside in `rejected.jsonl`).
     func reportingLosses(_ result: FlushResult) -> FlushResult {
         var result = result
-        for (reason, count) in [(QuotaDrops.reason, quotaDrops.count(log)), ("rejected", counters.rejectedEvents), ("expired", counters.expiredEvents)] where count > 0 {
+        for (reason, count) in [(DropReason.quotaDeleted, quotaDrops.count(log)), (.rejected, counters.rejectedEvents), (.expired, counters.expiredEvents)] where count > 0 {
             result.dropped[reason] = count
         }
         return result

@@ -46,9 +46,10 @@ extension Uploader {
     /// the next ones while the next requests go out. A checkpoint write (an fdatasync) costs
     /// about as much CPU and time as a request on loopback; one write for a group of
     /// ``acknowledgementGroup`` batches makes that a fraction. Until they are settled the next
-    /// batch is read from the last one's `end`, and `delivery.inflight` keeps their `range`s
-    /// beside the next request's, so a crash in between re-sends those batches as they were sent
-    /// (same events, same idempotency keys), which at-least-once delivery allows.
+    /// batch is read from the last one's `end`, and `delivery.inflight` keeps their `range`s,
+    /// marked accepted, beside the next request's: a process crash in between (the page cache
+    /// survives) re-sends none of them, a power loss re-sends them as they were sent (same events,
+    /// same idempotency keys), which at-least-once delivery allows.
     struct Acknowledging: Sendable {
         var end: LogPosition
         var range: InflightFile.Range?
@@ -211,6 +212,11 @@ extension Uploader {
             batch = try await onIO { try log.read(from: readFrom, maxRecords: range.count, maxBytes: Int.max) }
             earlierSends = range.sends
             earlierFailures = range.failures
+            if range.accepted && batch.count == range.count {
+                // The collector accepted it before a crash of this boot: acknowledged, not sent again.
+                try await acknowledgeAccepted(batch, range)
+                return .some(nil)
+            }
         } else {
             let count = configuration.eventsPerRequest(pending: pendingEvents), bytes = configuration.maxBatchBytes
             if let prepared = await takeReadAhead(from: checkpoint.seq, maxRecords: count) {
@@ -327,7 +333,13 @@ extension Uploader {
                 return (sent, .failed(fail(DeliveryError(.transient, message, status: answer.status), retryAfter: answer.retryAfter)))
 
             case .stop(.pause(let answer)):
-                let status = answer.status ?? 0
+                guard let status = answer.status else {
+                    // No answer: TLS refused the collector (the detail names the check and host).
+                    let message = "\(answer.detail); delivery is paused with backoff and every event is kept (\(pendingEvents) pending). Fix the TLS configuration (CA, client certificate) or the collector's certificate"
+                    if counters.paused != "TLS" { diagnostics(message) }
+                    counters.paused = "TLS"
+                    return (sent, .failed(fail(DeliveryError(.configuration, message), retryAfter: nil)))
+                }
                 let message = "\(RedactedURL(configuration.url)) answered \(status)\(Self.hint(status))\(Self.quote(answer.detail)); delivery is paused with backoff and every event is kept (\(pendingEvents) pending). Fix the collector URL or credentials"
                 if counters.paused == nil || counters.lastStatus != status { diagnostics(message) }
                 counters.paused = "HTTP \(status)"
@@ -349,9 +361,10 @@ extension Uploader {
                 let indices = session.sendable[range]
                 let records = whole ? session.batch.records : indices.map { session.batch.records[$0] }
                 let seqs = whole ? session.batch.seqs : indices.map { session.batch.seqs[$0] }
+                let crcs = whole || session.batch.crcs.isEmpty ? session.batch.crcs : indices.map { session.batch.crcs[$0] }
                 if range.upperBound == session.sendable.count { startReadAhead(after: session) }
                 startAcknowledgement()
-                let (result, bytes, elapsed) = await send(records: records, seqs: seqs, payload: whole ? session.payload : nil, retry: retry, timeout: timeout)
+                let (result, bytes, elapsed) = await send(records: records, seqs: seqs, crcs: crcs, payload: whole ? session.payload : nil, retry: retry, timeout: timeout)
                 switch result {
                 case .failure(let error) where error.kind == .cancelled || Task.isCancelled:
                     session.machine.abandon(sent: true)
@@ -362,7 +375,8 @@ extension Uploader {
                     return (sent, .deadline)
                 case .failure(let error):
                     counted(failure: error.message)
-                    session.machine.received(.retry, DeliveryStateMachine.Answer(status: nil, detail: error.message))
+                    // TLS refused (a certificate failed verification...): configuration, like a 401.
+                    session.machine.received(error.kind == .tls ? .pause : .retry, DeliveryStateMachine.Answer(status: nil, detail: error.message))
                 case .success(let response):
                     let verdict = AnswerAction.of(response, classifier: configuration.classifyAnswer)
                     var answer = DeliveryStateMachine.Answer(status: response.status, detail: AnswerExcerpt.text(response.body, limit: AnswerExcerpt.rejectedLimit))
@@ -389,6 +403,18 @@ extension Uploader {
         }
     }
 
+    /// Acknowledges `batch`, which `range` of `delivery.inflight` says the collector accepted
+    /// before this process's predecessor crashed: with the group of deferred acknowledgements.
+    func acknowledgeAccepted(_ batch: LogBatch, _ range: InflightFile.Range) async throws {
+        do {
+            try await settleAcknowledgement(keeping: Self.maxOutstandingAcknowledgements - 1)
+        } catch {
+            throw storageFailure(error, doing: "acknowledging delivered events").error
+        }
+        acknowledging.append(Acknowledging(end: batch.end, range: range))
+        startAcknowledgement()
+    }
+
     /// Writes `delivery.inflight` when what a restart must read again changed.
     func recordInflight(_ session: Session) async throws {
         let resume = session.machine.resumePoint
@@ -398,7 +424,8 @@ extension Uploader {
         // Ranges an earlier run sent beyond this one stay listed until they are reached: a crash
         // before then must not let the next run cut them differently.
         let end = range.firstSeq + UInt64(range.count)
-        var ranges = acknowledging.compactMap(\.range) + [range] + earlierInflight.filter { $0.firstSeq >= end }
+        var ranges = acknowledging.compactMap { $0.range.map { InflightFile.Range(firstSeq: $0.firstSeq, count: $0.count, sends: $0.sends, failures: $0.failures, accepted: true) } }
+            + [range] + earlierInflight.filter { $0.firstSeq >= end }
         ranges.removeLast(max(0, ranges.count - InflightFile.capacity))
         // One pwrite into the page cache, on this actor: a hop to the I/O queue and back would
         // cost more than the write, between an answer and the next request.

@@ -32,7 +32,7 @@ extension Uploader {
         let log = self.log, requests = self.requests, bytes = configuration.maxBatchBytes
         let read = ioQueue.start { () -> Prepared? in
             guard let batch = try? log.read(from: from, maxRecords: wanted, maxBytes: bytes), !batch.isEmpty else { return nil }
-            return Prepared(batch: batch, payload: requests.payload(records: batch.records, seqs: batch.seqs))
+            return Prepared(batch: batch, payload: requests.payload(records: batch.records, seqs: batch.seqs, crcs: batch.crcs))
         }
         readAhead = ReadAhead(firstSeq: from.seq, maxRecords: wanted, read: read)
     }

@@ -3,10 +3,10 @@ import Foundation
 extension Uploader {
     /// Builds and sends one request; the single place a request goes out. Returns the answer, the
     /// body's size as sent and how long it took. Headers are never logged.
-    func send(records: [ArraySlice<UInt8>], seqs: [UInt64], payload: RequestBuilder.Payload? = nil, retry: Int, timeout: Duration) async -> (Result<TransportResponse, TransportError>, bytes: Int, elapsed: Duration) {
+    func send(records: [ArraySlice<UInt8>], seqs: [UInt64], crcs: [UInt32] = [], payload: RequestBuilder.Payload? = nil, retry: Int, timeout: Duration) async -> (Result<TransportResponse, TransportError>, bytes: Int, elapsed: Duration) {
         if retry > 0 { counters.retries += 1 }
         let sentAt = nowMillis
-        let request = requests.request(records: records, seqs: seqs, payload: payload, sentAt: sentAt, retry: retry, timeout: timeout)
+        let request = requests.request(records: records, seqs: seqs, crcs: crcs, payload: payload, sentAt: sentAt, retry: retry, timeout: timeout)
         let started = time.now()
         let result: Result<TransportResponse, TransportError>
         do {

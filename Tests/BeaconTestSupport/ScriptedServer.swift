@@ -4,13 +4,13 @@ import Synchronization
 
 /// A TCP server on 127.0.0.1 that misbehaves as a test scripts it: each accepted connection is
 /// handed to `serve` (with its number, from 0) on a thread of its own, with blocking socket calls.
-final class ScriptedServer: Sendable {
-    let listener: Int32
-    let port: UInt16
+public final class ScriptedServer: Sendable {
+    public let listener: Int32
+    public let port: UInt16
     private let counts = Mutex((accepted: 0, requests: 0))
 
     /// Listens on 127.0.0.1, or on ::1 with `ipv6`.
-    init(ipv6: Bool = false, serve: @escaping @Sendable (ScriptedConnection, Int) -> Void) throws {
+    public init(ipv6: Bool = false, serve: @escaping @Sendable (ScriptedConnection, Int) -> Void) throws {
         let (fd, port) = try ipv6 ? Self.boundIPv6() : Self.bound()
         guard listen(fd, 64) == 0 else { throw POSIXError(.EADDRINUSE) }
         listener = fd
@@ -38,7 +38,7 @@ final class ScriptedServer: Sendable {
     }
 
     /// A socket bound to a free port of 127.0.0.1, not listening yet.
-    static func bound() throws -> (Int32, UInt16) {
+    public static func bound() throws -> (Int32, UInt16) {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -54,7 +54,7 @@ final class ScriptedServer: Sendable {
     }
 
     /// A socket bound to a free port of ::1, not listening yet.
-    static func boundIPv6() throws -> (Int32, UInt16) {
+    public static func boundIPv6() throws -> (Int32, UInt16) {
         let fd = socket(AF_INET6, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_in6()
         address.sin6_family = sa_family_t(AF_INET6)
@@ -72,22 +72,29 @@ final class ScriptedServer: Sendable {
         return (fd, UInt16(bigEndian: address.sin6_port))
     }
 
-    /// A URL of this server with a secret in its query, which no message may show.
-    var url: URL { URL(string: "http://127.0.0.1:\(port)/events?user=u&password=s3cret")! }
+    /// A port of 127.0.0.1 where nothing listens (bound, read back and closed).
+    public static func closedPort() throws -> UInt16 {
+        let (fd, port) = try bound()
+        Glibc.close(fd)
+        return port
+    }
 
-    var accepted: Int { counts.withLock { $0.accepted } }
-    var requests: Int { counts.withLock { $0.requests } }
+    /// A URL of this server with a secret in its query, which no message may show.
+    public var url: URL { URL(string: "http://127.0.0.1:\(port)/events?user=u&password=s3cret")! }
+
+    public var accepted: Int { counts.withLock { $0.accepted } }
+    public var requests: Int { counts.withLock { $0.requests } }
 
     fileprivate func countRequest() { counts.withLock { $0.requests += 1 } }
 
-    func stop() {
+    public func stop() {
         shutdown(listener, Int32(SHUT_RDWR))
         close(listener)
     }
 }
 
 /// One connection of a ``ScriptedServer``.
-final class ScriptedConnection: @unchecked Sendable {
+public final class ScriptedConnection: @unchecked Sendable {
     private var fd: Int32
     private var pending: [UInt8] = []
     private let server: ScriptedServer
@@ -97,8 +104,9 @@ final class ScriptedConnection: @unchecked Sendable {
         self.server = server
     }
 
-    /// Reads one request (its head and a `Content-Length` body); nil when the client closed.
-    func readRequest() -> (head: String, body: [UInt8])? {
+    /// Reads the head of a request (up to its blank line), leaving its body unread; nil when the
+    /// client closed first.
+    public func readHead() -> String? {
         let separator: [UInt8] = Array("\r\n\r\n".utf8)
         var end: Int?
         while true {
@@ -107,6 +115,12 @@ final class ScriptedConnection: @unchecked Sendable {
         }
         let head = String(decoding: pending[..<end!], as: UTF8.self)
         pending.removeFirst(end!)
+        return head
+    }
+
+    /// Reads one request (its head and a `Content-Length` body); nil when the client closed.
+    public func readRequest() -> (head: String, body: [UInt8])? {
+        guard let head = readHead() else { return nil }
         var length = 0
         for line in head.split(separator: "\r\n") where line.lowercased().hasPrefix("content-length:") {
             length = Int(line.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) ?? 0
@@ -119,7 +133,7 @@ final class ScriptedConnection: @unchecked Sendable {
     }
 
     /// Waits until the client closes the connection (reading and dropping whatever it sends).
-    func waitForClose() {
+    public func waitForClose() {
         while fill() { pending.removeAll() }
     }
 
@@ -131,9 +145,9 @@ final class ScriptedConnection: @unchecked Sendable {
         return true
     }
 
-    func write(_ text: String) { write(Array(text.utf8)) }
+    public func write(_ text: String) { write(Array(text.utf8)) }
 
-    func write(_ bytes: [UInt8]) {
+    public func write(_ bytes: [UInt8]) {
         var sent = 0
         while sent < bytes.count {
             let n = bytes.withUnsafeBytes { send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }
@@ -143,11 +157,11 @@ final class ScriptedConnection: @unchecked Sendable {
     }
 
     /// An answer with a `Content-Length` body.
-    func answer(_ status: Int, _ body: String = "", headers: String = "") {
+    public func answer(_ status: Int, _ body: String = "", headers: String = "") {
         write("HTTP/1.1 \(status) X\r\n\(headers)Content-Length: \(body.utf8.count)\r\n\r\n\(body)")
     }
 
-    func close() {
+    public func close() {
         if fd >= 0 { Glibc.close(fd) }
         fd = -1
     }
