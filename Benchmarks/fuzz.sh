@@ -23,7 +23,14 @@ done
 # Its own scratch path: the sanitizer flags apply to the root package's modules too.
 build=(swift build --package-path Fuzz --scratch-path .build-fuzz/build -c debug
        -Xswiftc -DFUZZING -Xswiftc -sanitize=fuzzer,address)
-for t in "${selected[@]}"; do "${build[@]}" --product "Fuzz$t" 2>&1 | grep -v "Cannot export local symbol" || true; done
+mkdir -p .build-fuzz
+for t in "${selected[@]}"; do
+  if ! "${build[@]}" --product "Fuzz$t" > .build-fuzz/build.log 2>&1; then
+    grep -v "Cannot export local symbol" .build-fuzz/build.log >&2
+    echo "fuzz.sh: building Fuzz$t failed" >&2
+    exit 1
+  fi
+done
 bin=$("${build[@]}" --show-bin-path)
 work=${BEACON_FUZZ_DIR:-.build-fuzz/corpus}
 status=0

@@ -83,7 +83,7 @@ struct PersistedCounters: Codable, Equatable, Sendable {
     /// counting that goes on from it), so the file is damaged and counts as zeros.
     var isPlausible: Bool {
         let limit: UInt64 = 1 << 62
-        return skippedCorrupt < limit && [dropped, refused, skippedCorruptByReason].allSatisfy { $0.values.allSatisfy { $0 < limit } }
+        return skippedCorrupt < limit && (Array(dropped.values) + Array(refused.values) + Array(skippedCorruptByReason.values)).allSatisfy { $0 < limit }
     }
 
     /// Replaces the `kind` file with the counters that role owns. Best effort.

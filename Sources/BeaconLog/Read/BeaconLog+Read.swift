@@ -71,7 +71,7 @@ extension BeaconLog {
                         // No record this log wrote has a seq at or past its end: damaged seq digits
                         // in a segment that opening did not scan. Passed over: a batch ending past
                         // the log's end could never be acknowledged.
-                        skipped += countCorrupt(at: pos, reason: "seqDigits")
+                        skipped += countCorrupt(at: pos, reason: .seqDigits)
                         pos.offset = lineEnd
                     } else if let last = lastInSegment, seq != last + 1, try !plausibleJump(to: seq, after: last, next: next, limit: limit, io: &io) {
                         // The CRC covers the event, not its seq: damaged seq digits. Counted, passed over.
