@@ -21,6 +21,8 @@ enum Recovery {
         /// in a damaged segment a lower seq may follow, and the next append must not reuse a seq
         /// that a reader already delivered (nor could the batch that read it be acknowledged).
         var lastSeq: UInt64?
+        /// A line that is not a valid record, or bytes after the last line.
+        var damaged = false
     }
 
     static func open(directory: String, fs: any FileSystem, canWrite: Bool, canAcknowledge: Bool) throws -> Opened {
@@ -37,10 +39,12 @@ enum Recovery {
 
         // The newest segment: keep every valid record, cut the invalid tail, make it durable.
         var lastSeq: UInt64?
+        var newestDamaged = false
         var index = segments.count - 1
         while index >= 0 {
             let path = directory + "/" + SegmentName.fileName(segments[index].number)
             let scan = try scanSegment(path: path, fs: fs)
+            newestDamaged = scan.damaged || scan.size > scan.validEnd
             if index == segments.count - 1 && canWrite {
                 if scan.size > scan.validEnd || scan.size > 0 {
                     let file = try fs.open(path, .readWrite)
@@ -63,8 +67,9 @@ enum Recovery {
         // A rewrite after a failed fsync starts a segment with copies of the previous one's last
         // records; if the rest of it was torn, the previous segment ends higher than it: the log
         // goes on after that, or its batch could never be acknowledged and an append would reuse
-        // a seq a reader delivered. Its tail only (64 KiB, more while it holds no record).
-        if let newest = lastSeq, index > 0,
+        // a seq a reader delivered. Looked at only when the newest segment is damaged, and then
+        // only the previous one's tail (64 KiB, more while it holds no record).
+        if let newest = lastSeq, newestDamaged, index > 0,
            let previous = try highestSeqNearEnd(path: directory + "/" + SegmentName.fileName(segments[index - 1].number), fs: fs) {
             lastSeq = max(newest, previous)
         }
@@ -119,6 +124,8 @@ enum Recovery {
                 if case .record(let seq, _) = parsed {
                     scan.validEnd = UInt64(range.upperBound + 1)
                     scan.lastSeq = max(scan.lastSeq ?? seq, seq)
+                } else {
+                    scan.damaged = true
                 }
             }
         }
