@@ -42,22 +42,30 @@ FuzzMain.run { bytes in
     }
 }
 
-/// The deepest nesting of brackets outside strings.
-func depth(_ b: [UInt8]) -> Int {
-    var depth = 0, deepest = 0, inString = false, i = 0
+/// Calls `body` with the index of every byte outside strings (quotes included), in order.
+func outsideStrings(_ b: [UInt8], _ body: (Int) -> Void) {
+    var inString = false, i = 0
     while i < b.count {
-        let c = b[i]
         if inString {
-            if c == 0x5C { i += 1 } else if c == 0x22 { inString = false }
-        } else if c == 0x22 {
-            inString = true
-        } else if c == 0x5B || c == 0x7B {
-            depth += 1
-            deepest = max(deepest, depth)
-        } else if c == 0x5D || c == 0x7D {
-            depth -= 1
+            if b[i] == 0x5C { i += 1 } else if b[i] == 0x22 { inString = false }
+        } else {
+            if b[i] == 0x22 { inString = true }
+            body(i)
         }
         i += 1
+    }
+}
+
+/// The deepest nesting of brackets outside strings.
+func depth(_ b: [UInt8]) -> Int {
+    var depth = 0, deepest = 0
+    outsideStrings(b) { i in
+        if b[i] == 0x5B || b[i] == 0x7B {
+            depth += 1
+            deepest = max(deepest, depth)
+        } else if b[i] == 0x5D || b[i] == 0x7D {
+            depth -= 1
+        }
     }
     return deepest
 }
@@ -75,54 +83,29 @@ func hasSurrogateEscape(_ b: [UInt8]) -> Bool {
 /// Whether a number with an exponent or more than 15 digits appears outside strings (it may not
 /// fit a Double or an Int64, which Foundation refuses).
 func hasHugeNumber(_ b: [UInt8]) -> Bool {
-    var inString = false, digits = 0, i = 0
-    while i < b.count {
+    var digits = 0, huge = false
+    outsideStrings(b) { i in
         let c = b[i]
-        if inString {
-            if c == 0x5C { i += 1 } else if c == 0x22 { inString = false }
-        } else if c == 0x22 {
-            inString = true
-            digits = 0
-        } else if c >= 0x30 && c <= 0x39 {
+        if c >= 0x30 && c <= 0x39 {
             digits += 1
-            if digits > 15 { return true }
+            if digits > 15 { huge = true }
         } else if c == UInt8(ascii: "e") || c == UInt8(ascii: "E") {
-            return true
+            huge = true
         } else if c != UInt8(ascii: ".") && c != UInt8(ascii: "-") {
             digits = 0
         }
-        i += 1
     }
-    return false
+    return huge
 }
 
 /// `bytes` without the commas (outside strings) that only whitespace separates from a `]` or `}`.
 func withoutTrailingCommas(_ b: [UInt8]) -> [UInt8] {
-    var out: [UInt8] = []
-    var inString = false, i = 0
-    while i < b.count {
-        let c = b[i]
-        if inString {
-            if c == 0x5C, i + 1 < b.count {
-                out.append(c)
-                i += 1
-                out.append(b[i])
-                i += 1
-                continue
-            }
-            if c == 0x22 { inString = false }
-        } else if c == 0x22 {
-            inString = true
-        } else if c == UInt8(ascii: ",") {
-            var j = i + 1
-            while j < b.count, [0x20, 0x0A, 0x0D, 0x09].contains(b[j]) { j += 1 }
-            if j < b.count, b[j] == UInt8(ascii: "]") || b[j] == UInt8(ascii: "}") {
-                i += 1
-                continue
-            }
-        }
-        out.append(c)
-        i += 1
+    var trailing: Set<Int> = []
+    outsideStrings(b) { i in
+        guard b[i] == UInt8(ascii: ",") else { return }
+        var j = i + 1
+        while j < b.count, [0x20, 0x0A, 0x0D, 0x09].contains(b[j]) { j += 1 }
+        if j < b.count, b[j] == UInt8(ascii: "]") || b[j] == UInt8(ascii: "}") { trailing.insert(i) }
     }
-    return out
+    return b.indices.filter { !trailing.contains($0) }.map { b[$0] }
 }
