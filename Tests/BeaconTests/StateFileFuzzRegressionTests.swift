@@ -52,3 +52,26 @@ import BeaconTestSupport
         try log.close()
     }
 }
+
+/// Inputs Fuzz/FuzzHTTPResponse found in collectors' answers.
+@Suite struct HTTPAnswerFuzzRegressionTests {
+    /// FuzzHTTPResponse (before the strict digits of c6ad44f): the last chunk's size line `-0`
+    /// parsed as 0 (`Int(_:radix:)` takes a sign), so a body ended where a strict reader sees a
+    /// malformed answer; each byte as its own piece, as the fuzz target feeds it.
+    @Test(arguments: ["-0\t", "+0", "-0", " 0x0"])
+    func signedLastChunk(size: String) {
+        let answer = Array("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\n2\u{8}\n1\n\r\n\(size)\n\r\n".utf8)
+        var parser = HTTPResponseParser()
+        var failed = false
+        for byte in answer {
+            do {
+                _ = try [byte].withUnsafeBytes { try parser.consume($0) }
+            } catch {
+                failed = true
+                break
+            }
+            if parser.isComplete { break }
+        }
+        #expect(failed, "the chunk size '\(size)' was taken")
+    }
+}
