@@ -44,6 +44,12 @@ enum UploadPhase: BenchPhase {
                     figures += loop
                     figures += try beacon(context, payloads, collector, batch: batch, gzip: gzip, mode: mode, transport: Uploader.defaultTransport(for: collector.url))
                     guard !gzip else { continue }
+                    // https to the same nginx, right after http: Beacon's own client with TLS.
+                    if let https = collector.httpsURL {
+                        let secure = prefix + "https_batch\(batch)"
+                        figures += loop.map { $0.renamed(from: mode, to: secure) }
+                        figures += try beacon(context, payloads, collector, batch: batch, gzip: false, mode: secure, transport: try SocketTransport(tls: TLSConfiguration(caFile: collector.caFile)), url: https)
+                    }
                     // URLSession: Beacon through HTTPTransport, and a plain URLSession loop (a
                     // second reference), each against the same keep-alive loop round.
                     let session = prefix + "urlsession_batch\(batch)"
@@ -52,12 +58,6 @@ enum UploadPhase: BenchPhase {
                     let reference = prefix + "ref_urlsession_loop_batch\(batch)"
                     figures += loop.map { $0.renamed(from: mode, to: reference) }
                     figures += try urlSessionLoop(payloads, collector, batch: batch, mode: reference)
-                    // https to the same nginx, beside http: Beacon's own client with TLS.
-                    if let https = collector.httpsURL {
-                        let secure = prefix + "https_batch\(batch)"
-                        figures += loop.map { $0.renamed(from: mode, to: secure) }
-                        figures += try beacon(context, payloads, collector, batch: batch, gzip: false, mode: secure, transport: try SocketTransport(tls: TLSConfiguration(caFile: collector.caFile)), url: https)
-                    }
                 }
             }
         }

@@ -11,6 +11,7 @@ var benchPhases: [any BenchPhase.Type] {
         OpenPhase.self,
         TrackPhase.self,
         UploadPhase.self,
+        SidecarPhase.self,
         EndToEndPhase.self,
     ]
 }

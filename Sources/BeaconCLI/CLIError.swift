@@ -37,7 +37,7 @@ enum ExitCode: Int32, CaseIterable, Sendable {
         case .locked: return .locked
         case .recordTooLarge, .invalidRecord, .corrupt: return .dataError
         case .invalidArgument: return .usage
-        default: return .ioError  // .io, .diskFull, .quotaExceeded, .failed, .closed, future codes
+        default: return .ioError  // .io, .permissionDenied, .diskFull, .quotaExceeded, .failed, .closed, future codes
         }
     }
 }
@@ -81,9 +81,9 @@ struct CLIError: Error, Sendable, CustomStringConvertible {
     static func describe(_ error: any Error) -> String {
         if let error = error as? CLIError { return error.message }
         guard let error = error as? BeaconLogError else { return "\(error)" }
-        var text = error.cause ?? error.message
+        var text = error.failure ?? error.message
         if let path = error.path { text += " [\(path)]" }
-        if let errno = error.errno { text += " (\(String(cString: strerror(errno))))" }
+        if let cause = error.cause { text += " (\(cause.systemCall): \(String(cString: strerror(cause.errno))))" }
         if error.code == .locked, let pid = error.lockHolderPID, !error.message.contains("\(pid)") {
             text += " (held by pid \(pid))"
         }

@@ -14,14 +14,27 @@ enum Interruption {
     /// The signal received, or 0.
     static var signal: Int32 { interruptionReceived.load(ordering: .relaxed) }
 
+    /// Readable once a signal was received (the handler writes a byte to it and nothing reads it
+    /// back): a thread waiting in `poll` for something else wakes on the signal too, however it
+    /// was delivered. -1 before ``install()``.
+    static var fd: Int32 { interruptionPipe.load(ordering: .relaxed) }
+
     /// Installs the handlers for SIGINT and SIGTERM and unblocks them. Call it on the main thread
     /// before the log starts other threads, so that they inherit the unblocked mask.
     static func install() {
         interruptionMainThread.store(pthread_self(), ordering: .relaxed)
+        if interruptionPipe.load(ordering: .relaxed) < 0 {
+            let pipe = WakePipe()
+            interruptionPipe.store(pipe.readEnd, ordering: .relaxed)
+            interruptionPipeWriteEnd.store(pipe.writeEnd, ordering: .relaxed)
+            interruptionPipeOwner = pipe
+        }
         for number in [SIGINT, SIGTERM] {
             var action = sigaction()
             action.__sigaction_handler.sa_handler = { number in
                 interruptionReceived.store(number, ordering: .relaxed)
+                var one: UInt8 = 1
+                _ = write(interruptionPipeWriteEnd.load(ordering: .relaxed), &one, 1)
                 let main = interruptionMainThread.load(ordering: .relaxed)
                 if pthread_equal(pthread_self(), main) == 0 { pthread_kill(main, number) }
             }
@@ -42,3 +55,7 @@ enum Interruption {
 private let interruptionReceived = Atomic<Int32>(0)
 /// The thread that reads and must be woken.
 private let interruptionMainThread = Atomic<UInt>(0)
+/// The pipe a signal wakes (see ``Interruption/fd``); both ends stay open for the process's life.
+private let interruptionPipe = Atomic<Int32>(-1)
+private let interruptionPipeWriteEnd = Atomic<Int32>(-1)
+nonisolated(unsafe) private var interruptionPipeOwner: WakePipe?

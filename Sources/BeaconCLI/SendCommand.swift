@@ -29,15 +29,17 @@ struct SendCommand: Command {
           --format F      array (default), envelope ({"sent_at":ms,"batch":[...]}) or ndjson
           --gzip          compress bodies (Content-Encoding: gzip)
           --header 'K: V' an extra header, e.g. 'Authorization: Bearer ...' (repeatable)
-          --follow        keep running and send new events as they arrive (checked every
-                          0.5 s), until SIGINT or SIGTERM; failures are retried for ever
+          --follow        keep running and send new events as soon as they are appended
+                          (inotify), until SIGINT or SIGTERM; failures are retried for ever.
+                          SIGINT or SIGTERM stops send within a second, also mid-request: the
+                          request is cancelled and its events stay pending
           --retries N     without --follow: transient failures in a row without progress (no
                           event delivered in between) before giving up (default 5; at least 3
                           for an event that keeps failing to be isolated and set aside)
-          --transport T   auto (default: socket, urlsession when the URL scheme's proxy
-                          variable or all_proxy is set), socket (Beacon's own HTTP/1.1 client,
-                          TLS through the system's OpenSSL: less CPU a request, flat memory) or
-                          urlsession
+          --transport T   auto or socket (default: Beacon's own HTTP/1.1 client, TLS through
+                          the system's OpenSSL: less CPU a request, flat memory; honours
+                          http_proxy, https_proxy, all_proxy and no_proxy as curl does, http
+                          proxies only) or urlsession (URLSession, also for SOCKS proxies)
           --cacert PATH   https: trust the CA certificates in this PEM file (or directory named
                           by subject hash) instead of the system's; the certificate is always
                           verified (chain, validity, host name), TLS 1.2 or later
@@ -93,11 +95,18 @@ struct SendCommand: Command {
         let log = try LogOpening.open(directory, access: .read)
         defer { try? log.close() }
         let uploader = Uploader(log: log, configuration: config, transport: transport, diagnostics: { Console.writeError("beacon send: \($0)\n") })
+        // --follow wakes when the writer appends (inotify), not on a timer.
+        let watcher = follow ? LogWatcher(directory: directory) : nil
+        if let reason = watcher?.unavailable { Console.writeError("beacon send: \(reason); looking for new events every 0.5 s instead\n") }
         var sent = 0
         var failures = 0
         while Interruption.signal == 0 {
-            let result = waitFor { await uploader.flush() }
+            watcher?.reset()
+            // A signal cancels the request in flight: its events stay pending and go next time
+            // with the same idempotency key.
+            let result = waitFor({ await uploader.flush() }, onSignal: { _ = await uploader.shutdown(deadline: .zero) })
             sent += result.sent
+            if Interruption.signal != 0 { break }
             switch result.outcome {
             case .drained, .noData, .deadlineReached:
                 failures = 0
@@ -105,12 +114,12 @@ struct SendCommand: Command {
                     Console.writeError("beacon send: sent \(sent) events to \(RedactedURL(url)); nothing pending\(setAside(result, in: directory))\n")
                     return ExitCode.ok.rawValue
                 }
-                pauseUnlessInterrupted(.milliseconds(500))
+                watcher?.waitForAppend()
             case .failed(let error):
                 // Failures in a row without progress: a flush that delivered something resets it.
                 if result.sent > 0 { failures = 0 }
                 failures += 1
-                let configurationProblem = (error as? DeliveryError)?.code == .configuration
+                let configurationProblem = error.code == .configuration
                 if !follow && (configurationProblem || failures > retries) {
                     Console.writeError("beacon send: \(error); sent \(sent) events, \(result.remaining) stay pending in \(directory)\(setAside(result, in: directory))\n")
                     return ExitCode.ioError.rawValue
@@ -147,26 +156,31 @@ struct SendCommand: Command {
         return "; \(result.droppedTotal) set aside (\(losses.map { "\($0.key) \($0.value)" }.joined(separator: ", "))) in \(directory)/rejected.jsonl"
     }
 
-    /// Runs `body` on the concurrency pool and waits for it on this thread.
-    static func waitFor<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T {
-        let done = DispatchSemaphore(value: 0)
+    /// Runs `body` on the concurrency pool and waits for it on this thread (in `poll`, with no
+    /// periodic wakeup). On SIGINT or SIGTERM meanwhile, `onSignal` runs once beside it (to make
+    /// `body` return early) and the wait goes on until `body` returns.
+    static func waitFor<T: Sendable>(_ body: @escaping @Sendable () async -> T, onSignal: (@Sendable () async -> Void)? = nil) -> T {
+        let done = WakePipe()
         let box = Mutex<T?>(nil)
         Task {
             let value = await body()
             box.withLock { $0 = value }
-            done.signal()
+            done.wake()
         }
-        done.wait()
+        var signalled = false
+        while box.withLock({ $0 == nil }) {
+            let watchSignal = onSignal != nil && !signalled
+            let ready = WakePipe.waitReadable(watchSignal ? [done.readEnd, Interruption.fd] : [done.readEnd], timeout: done.readEnd < 0 ? .milliseconds(100) : nil)
+            if watchSignal, ready.contains(1) || Interruption.signal != 0, let onSignal {
+                signalled = true
+                Task { await onSignal() }
+            }
+        }
         return box.withLock { $0! }
     }
 
-    /// Sleeps up to `duration` in short steps, returning early on SIGINT/SIGTERM.
+    /// Waits up to `duration`, returning early on SIGINT/SIGTERM.
     static func pauseUnlessInterrupted(_ duration: Duration) {
-        var left = duration.seconds
-        while left > 0 && Interruption.signal == 0 {
-            let step = min(left, 0.1)
-            usleep(UInt32(step * 1_000_000))
-            left -= step
-        }
+        _ = WakePipe.waitReadable([Interruption.fd], timeout: duration)
     }
 }

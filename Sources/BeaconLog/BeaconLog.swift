@@ -84,7 +84,7 @@ public final class BeaconLog: Sendable {
             if canAcknowledge { held.append(try DirectoryLock.acquire(.reader, directory: directory, fileSystem: fs)) }
         } catch {
             for lock in held { lock.release(fileSystem: fs) }
-            throw error
+            throw BeaconLog.openingAdvice(error)
         }
         self.locks = Mutex(held)
         do {
@@ -102,7 +102,22 @@ public final class BeaconLog: Sendable {
             self.readerIO = Mutex(ReaderIO(generation: recovered.generation, replaceCheckpointFile: recovered.damagedCheckpointSlot))
         } catch {
             for lock in held { lock.release(fileSystem: fs) }
-            throw error
+            throw BeaconLog.openingAdvice(error)
+        }
+    }
+
+    /// `error` from opening the log's files, with what to do about it.
+    static func openingAdvice(_ error: any Error) -> any Error {
+        guard let error = error as? BeaconLogError, error.cause != nil else { return error }
+        switch error.code {
+        case .permissionDenied:
+            return error.advising("the log directory and its files must belong to the user this process runs as (mode 0700): chown them, or choose another directory")
+        case .diskFull:
+            return error.advising("free space on the file system holding the log")
+        case .io:
+            return error.advising("the disk may be failing: check the kernel log (dmesg)")
+        default:
+            return error
         }
     }
 
@@ -226,8 +241,8 @@ public final class BeaconLog: Sendable {
         let (failed, waiting) = state.withLock { s in (s.failure != nil, s.nextSeq - min(s.nextSeq, s.durable.seq)) }
         if failed { return nil }
         var open = error as? BeaconLogError ?? BeaconLogError(.io, "\(error)", path: directory)
-        let cause = open.cause ?? open.message
-        open.cause = cause
+        let cause = open.failure ?? open.message
+        open.failure = cause
         open.keptSeqs = nil
         open.message = "\(cause). The log is still open: its last \(waiting) records are not durable yet and stay in memory; call sync() or close() again once the disk accepts them (they are lost if the process exits first)"
         return open

@@ -65,7 +65,7 @@ import Testing
     @Test(arguments: [
         (BeaconLogError.Code.locked, ExitCode.locked), (.io, .ioError), (.diskFull, .ioError), (.failed, .ioError), (.closed, .ioError),
         (.quotaExceeded, .ioError), (.recordTooLarge, .dataError), (.invalidRecord, .dataError), (.corrupt, .dataError),
-        (.invalidArgument, .usage), (BeaconLogError.Code("future"), .ioError),
+        (.invalidArgument, .usage), (.permissionDenied, .ioError),
     ])
     func exitCodeMapping(_ code: BeaconLogError.Code, _ exit: ExitCode) {
         #expect(ExitCode.forError(BeaconLogError(code, "x")) == exit)

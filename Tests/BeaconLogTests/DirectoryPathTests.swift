@@ -153,7 +153,7 @@ struct DirectoryPathTests {
         try withTemporaryDirectory { root in
             try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o500])
             defer { chmod(root, 0o700) }
-            let error = expectLogError(.io) { _ = try BeaconLog(configuration: smallConfig(root + "/d")) }
+            let error = expectLogError(.permissionDenied) { _ = try BeaconLog(configuration: smallConfig(root + "/d")) }
             #expect(error?.errno == EACCES)
             #expect(error?.message.contains("permission denied") == true)
         }

@@ -97,11 +97,17 @@ public final class ScriptedServer: Sendable {
 public final class ScriptedConnection: @unchecked Sendable {
     private var fd: Int32
     private var pending: [UInt8] = []
-    private let server: ScriptedServer
+    private let server: ScriptedServer?
 
     fileprivate init(fd: Int32, server: ScriptedServer) {
         self.fd = fd
         self.server = server
+    }
+
+    /// A connection this test made itself (to an upstream, say), with blocking calls.
+    public init(connectedFD fd: Int32) {
+        self.fd = fd
+        server = nil
     }
 
     /// Reads the head of a request (up to its blank line), leaving its body unread; nil when the
@@ -128,8 +134,37 @@ public final class ScriptedConnection: @unchecked Sendable {
         while pending.count < length { guard fill() else { return nil } }
         let body = Array(pending[..<length])
         pending.removeFirst(length)
-        server.countRequest()
+        server?.countRequest()
         return (head, body)
+    }
+
+    /// Exactly `count` bytes (fewer when the peer closes first).
+    public func readBytes(_ count: Int) -> [UInt8] {
+        while pending.count < count { guard fill() else { break } }
+        let taken = Array(pending.prefix(count))
+        pending.removeFirst(taken.count)
+        return taken
+    }
+
+    /// What arrived (already read, or the next bytes to come); nil once the peer closed.
+    public func readSome() -> [UInt8]? {
+        if pending.isEmpty { guard fill() else { return nil } }
+        defer { pending.removeAll() }
+        return pending
+    }
+
+    /// Relays bytes both ways between this connection and `other` until either side closes, then
+    /// closes `other`.
+    public func relay(with other: ScriptedConnection) {
+        let back = Thread {
+            while let chunk = other.readSome() { self.write(chunk) }
+            shutdown(self.fd, Int32(SHUT_RDWR))
+        }
+        back.start()
+        while let chunk = readSome() { other.write(chunk) }
+        shutdown(other.fd, Int32(SHUT_RDWR))
+        while !back.isFinished { usleep(1000) }
+        other.close()
     }
 
     /// Waits until the client closes the connection (reading and dropping whatever it sends).

@@ -120,9 +120,11 @@ struct DeliveryBeaconTests {
         defer { dir.remove() }
         let collector = try LoopbackCollector()
         defer { collector.stop() }
-        let beacon = try Beacon(configuration: configuration(dir, collector))
+        var config = configuration(dir, collector)
+        config.shutdownGrace = .seconds(5)
+        let beacon = try Beacon(configuration: config)
         for n in 0..<5 { beacon.track("Numbered", properties: ["n": .int(n)]) }
-        let running = Task { try await beacon.run(gracePeriod: .seconds(5)) }
+        let running = Task { try await beacon.run() }
         running.cancel()
         try await running.value
         #expect(collector.acceptedEvents.compactMap { numberedN($0) } == Array(0..<5))

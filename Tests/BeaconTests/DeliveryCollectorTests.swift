@@ -146,7 +146,7 @@ struct DeliveryCollectorTests {
         let log = try deliveryLog(dir, events: 0..<3)
         let clock = ManualClock()
         let up = Uploader(log: log, configuration: testDelivery(collector.url), transport: HTTPTransport(), clock: clock, diagnostics: { _ in })
-        await up.start()
+        up.start()
         await collector.waitForRequests(count: 1)
         await clock.waitForSleepers(count: 1)
         #expect(clock.nextDeadline?.offset == .seconds(7))
@@ -191,7 +191,7 @@ struct DeliveryCollectorTests {
         var config = testDelivery(collector.url)
         config.requestTimeout = .seconds(60)
         let up = Uploader(log: log, configuration: config, transport: HTTPTransport(), diagnostics: { _ in })
-        await up.start()
+        up.start()
         await collector.waitForRequests(count: 1)
         let clock = ContinuousClock()
         let began = clock.now

@@ -49,7 +49,7 @@ struct DeliveryUploaderTests {
         var config = testDelivery()
         config.isolateAfterFailures = 4  // the whole batch every time: this test is about the backoff, not isolation
         let uploader = Uploader(log: log, configuration: config, transport: transport, clock: clock)
-        await uploader.start()
+        uploader.start()
         var expectedDeadline: Duration = .zero
         for (attempt, wait) in [Duration.seconds(1), .seconds(2), .seconds(4)].enumerated() {
             await transport.waitForRequests(count: attempt + 1)
@@ -82,7 +82,7 @@ struct DeliveryUploaderTests {
         var config = testDelivery()
         config.backoff = .init(initial: .seconds(1), maximum: .seconds(4), jitter: true)
         let uploader = Uploader(log: log, configuration: config, transport: transport, clock: clock)
-        await uploader.start()
+        uploader.start()
         for attempt in 1...6 {
             await transport.waitForRequests(count: attempt)
             await clock.waitForSleepers(count: 1)
@@ -102,7 +102,7 @@ struct DeliveryUploaderTests {
         let clock = ManualClock()
         let now = Date(timeIntervalSince1970: 1_799_999_988 + 12)  // 2027-01-15 08:00:00 UTC
         let uploader = Uploader(log: log, configuration: testDelivery(), transport: transport, clock: clock, now: { now })
-        await uploader.start()
+        uploader.start()
         await transport.waitForRequests(count: 1)
         if seconds > 0 {
             await clock.waitForSleepers(count: 1)
@@ -140,7 +140,7 @@ struct DeliveryUploaderTests {
         #expect(!sink.all.joined().contains("top-secret"), "headers are never logged")
         #expect(dir.rejectedLines.isEmpty)
         // The pause retries with backoff; once the collector is fixed everything goes, in order.
-        await uploader.start()
+        uploader.start()
         await clock.waitForSleepers(count: 1)
         clock.advanceToNextDeadline()
         await transport.waitForRequests(count: 2)
@@ -225,18 +225,18 @@ struct DeliveryUploaderTests {
         var config = testDelivery(batch: 50)
         config.flushBulkSize = 100
         let uploader = Uploader(log: log, configuration: config, transport: transport, clock: ManualClock())
-        await uploader.start()
+        uploader.start()
         for i in 0..<99 {
             try log.append(deliveryEvent(i))
             uploader.recordsAppended()
         }
-        #expect(uploader.trigger.withLock { ($0.unsent, $0.armed) } == (99, false))
+        #expect(uploader.scheduling.withLock { ($0.machine.unsent, $0.machine.armed) } == (99, false))
         try log.append(deliveryEvent(99))
         uploader.recordsAppended()
         await transport.waitForRequests(count: 2)
         #expect(await eventually { await uploader.stats.pendingEvents == 0 })
         #expect(transport.requests.flatMap { trackIDs(in: $0) } == Array(0..<100))
-        #expect(await eventually { uploader.trigger.withLock { $0.unsent == 0 && !$0.armed } })
+        #expect(await eventually { uploader.scheduling.withLock { $0.machine.unsent == 0 && !$0.machine.armed } })
         _ = await uploader.shutdown()
     }
 
@@ -250,7 +250,7 @@ struct DeliveryUploaderTests {
         var config = testDelivery()
         config.flushInterval = .seconds(1)
         let uploader = Uploader(log: log, configuration: config, transport: transport, clock: clock)
-        await uploader.start()
+        uploader.start()
         await clock.waitForSleepers(count: 1)
         #expect(clock.nextDeadline?.offset == .seconds(5))
         for i in 0..<3 { try log.append(deliveryEvent(i)) }
@@ -346,7 +346,7 @@ struct DeliveryUploaderTests {
         let log = try deliveryLog(dir, events: 0..<5)
         let transport = InMemoryTransport(replies: [.hang])
         let uploader = Uploader(log: log, configuration: testDelivery(), transport: transport)
-        await uploader.start()
+        uploader.start()
         await transport.waitForRequests(count: 1)
         let clock = ContinuousClock()
         let began = clock.now

@@ -523,27 +523,3 @@ struct HTTPResponseParserTests {
         #expect(throws: HTTPResponseParser.Malformed.self) { _ = try Array(text.utf8).withUnsafeBytes { try parser.consume($0) } }
     }
 }
-
-@Suite("Delivery: the transport used when none is configured")
-struct DefaultTransportTests {
-    @Test("Beacon's own client for http and https reached directly; URLSession behind a proxy", arguments: [
-        ("http://127.0.0.1:8123/?user=default", [:], true),
-        ("HTTP://collector.example/events", [:], true),
-        ("http://collector.example/events", ["http_proxy": ""], true),
-        ("http://collector.example/events", ["NO_PROXY": "*"], true),
-        ("https://collector.example/events", [:], true),
-        ("https://collector.example/events", ["http_proxy": "http://proxy:3128"], true),
-        ("https://collector.example/events", ["https_proxy": "http://proxy:3128"], false),
-        ("https://collector.example/events", ["HTTPS_PROXY": "http://proxy:3128"], false),
-        ("ftp://collector.example/events", [:], false),
-        ("http://collector.example/events", ["http_proxy": "http://proxy:3128"], false),
-        ("http://collector.example/events", ["HTTP_PROXY": "http://proxy:3128"], false),
-        ("http://collector.example/events", ["all_proxy": "socks5://proxy:1080"], false),
-        ("http://collector.example/events", ["ALL_PROXY": "socks5://proxy:1080"], false),
-    ] as [(String, [String: String], Bool)])
-    func choice(url: String, environment: [String: String], socket: Bool) throws {
-        let transport = Uploader.defaultTransport(for: try #require(URL(string: url)), environment: environment)
-        #expect((transport is SocketTransport) == socket)
-        #expect((transport is HTTPTransport) == !socket)
-    }
-}

@@ -42,7 +42,7 @@ import Testing
                 returned.store(true, ordering: .relaxed)
             }
             // Close only once run() is waiting.
-            #expect(await eventually(5) { beacon.delivery.shutdown.withLock { !$0.waiters.isEmpty } }, "run() never started waiting")
+            #expect(await eventually(5) { beacon.life.withLock { $0.state.machine.state == .running } }, "run() never started waiting")
             await beacon.close()
             let didReturn = await eventually(5) { returned.load(ordering: .relaxed) }
             #expect(didReturn, "run() still waiting after close()")

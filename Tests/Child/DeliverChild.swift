@@ -7,8 +7,9 @@ import Foundation
 /// Tracks events "Numbered" with property `n = START ..< START+COUNT`, a few milliseconds apart,
 /// printing "ready" once open and "durable N" each time the events through N are fsynced; then
 /// shuts down with a 5 s deadline and prints "done SENT REMAINING". SIGTERM/SIGINT run the
-/// termination handler (shutdown with a 2 s grace, exit 128+signal). Tests kill it with SIGKILL
-/// at random moments.
+/// termination handler (shutdown with a 2 s grace), which does not end the process: its closure
+/// prints "terminated SIGNAL SENT REMAINING", and the child's own code then prints "alive" and
+/// exits with status 3. Tests kill it with SIGKILL at random moments.
 func runDeliverChild(_ arguments: [String]) -> Never {
     guard arguments.count >= 4, let url = URL(string: arguments[1]), let start = Int(arguments[2]), let count = Int(arguments[3]) else {
         FileHandle.standardError.write(Data("usage: beacon-test-child deliver DIR URL START COUNT [FORMAT]\n".utf8))
@@ -39,8 +40,12 @@ func runDeliverChild(_ arguments: [String]) -> Never {
         FileHandle.standardError.write(Data("beacon-test-child deliver: \(error)\n".utf8))
         exit(70)
     }
-    beacon.installTerminationHandler(grace: .seconds(2))
-    func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
+    @Sendable func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
+    let terminated = DispatchSemaphore(value: 0)
+    beacon.installTerminationHandler(grace: .seconds(2)) { signal, report in
+        say("terminated \(signal) \(report.sent) \(report.remaining)")
+        terminated.signal()
+    }
     say("ready")
     for n in start..<(start + count) {
         beacon.track("Numbered", properties: ["n": .int(n)])
@@ -52,7 +57,13 @@ func runDeliverChild(_ arguments: [String]) -> Never {
         }
         usleep(300)
     }
-    if beacon.stats.droppedTotal > 0 { while true { sleep(60) } }  // the termination handler exits
+    if beacon.stats.droppedTotal > 0 {
+        // Closed by the termination handler, which leaves the process to this code.
+        terminated.wait()
+        usleep(100_000)
+        say("alive")
+        exit(3)
+    }
     let done = DispatchSemaphore(value: 0)
     Task {
         let report = await beacon.shutdown(deadline: .seconds(5))

@@ -1,18 +1,36 @@
-/// Why a delivery request failed.
+/// Why delivery did not get events to the collector: what failed, what to do, and the cause (the
+/// collector's status and the start of its answer, the transport's error, or the storage error).
+///
+/// ```swift
+/// if case .failed(let error) = await beacon.flush().outcome, error.code == .configuration {
+///     print(error.message, error.status ?? 0, error.answer ?? "")
+/// }
+/// ```
+///
+/// Compare ``code`` with the static codes; the set may grow, so keep a default case.
 public struct DeliveryError: Error, Sendable, CustomStringConvertible {
-    /// The kind of failure; the set may grow.
+    /// The kind of failure. Only the library makes codes; the set may grow.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
-        public let name: String
-        public init(_ name: String) { self.name = name }
+        private enum Kind: String, Sendable {
+            case transient, configuration, storage, stopped
+        }
+
+        private let kind: Kind
+        private init(_ kind: Kind) { self.kind = kind }
+
+        /// A stable identifier without spaces, for metric labels: `"transient"`.
+        public var name: String { kind.rawValue }
         public var description: String { name }
+
         /// A transient failure: network error, timeout, 408, 429, 5xx. Retried with backoff.
-        public static let transient = Code("transient")
-        /// A configuration problem: 401, 403, 404, 501, 505 or another 4xx. Paused with backoff.
-        public static let configuration = Code("configuration")
+        public static let transient = Code(.transient)
+        /// A configuration problem: 401, 403, 404, 501, 505 or another 4xx, a certificate that
+        /// fails verification, no collector configured. Paused with backoff.
+        public static let configuration = Code(.configuration)
         /// Reading the log or writing `rejected.jsonl` failed.
-        public static let storage = Code("storage")
+        public static let storage = Code(.storage)
         /// The uploader was shut down.
-        public static let stopped = Code("stopped")
+        public static let stopped = Code(.stopped)
     }
 
     /// The kind of failure.
@@ -21,11 +39,17 @@ public struct DeliveryError: Error, Sendable, CustomStringConvertible {
     public var message: String
     /// The HTTP status, when the collector answered.
     public var status: Int?
+    /// The start of the collector's answer (at most 512 bytes, as text), when it answered.
+    public var answer: String?
+    /// The error behind it: a ``TransportError`` when no answer came, a `BeaconLogError` for storage.
+    public var cause: (any Error)?
 
-    public init(_ code: Code, _ message: String, status: Int? = nil) {
+    public init(_ code: Code, _ message: String, status: Int? = nil, answer: String? = nil, cause: (any Error)? = nil) {
         self.code = code
         self.message = message
         self.status = status
+        self.answer = answer
+        self.cause = cause
     }
 
     public var description: String { "delivery \(code): \(message)" }

@@ -6,8 +6,9 @@ public struct FlushResult: Sendable, CustomStringConvertible {
         case drained
         /// Nothing was pending.
         case noData
-        /// A request failed; the events stay stored and are retried later with backoff.
-        case failed(any Error)
+        /// Delivery failed (the error says why and what to do); the events stay stored and are
+        /// retried later with backoff.
+        case failed(DeliveryError)
         /// The deadline came before everything was delivered; the rest stays stored.
         case deadlineReached
 

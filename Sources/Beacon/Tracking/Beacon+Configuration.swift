@@ -87,9 +87,15 @@ extension Beacon {
         /// ``DeliveryConfiguration``. Backoff and intervals run on ``monotonicClock``.
         public var delivery: DeliveryConfiguration?
         /// How upload requests are sent. Default nil: ``Uploader/defaultTransport(for:environment:)``,
-        /// Beacon's own ``SocketTransport`` for a plain `http://` collector reached directly (less
-        /// CPU, flat memory), ``HTTPTransport`` (URLSession) for `https://` or behind a proxy.
+        /// Beacon's own ``SocketTransport`` (less CPU, flat memory) for `http://` and `https://`,
+        /// directly or through the environment's HTTP proxy; ``HTTPTransport`` (URLSession) only
+        /// when set here.
         public var transport: (any Transport)?
+        /// How long the shutdown a cancelled ``Beacon/run()`` starts may deliver what is pending
+        /// before the log is closed (the rest stays on disk for the next run); also the
+        /// termination handler's default. Keep it below the time your orchestrator allows between
+        /// SIGTERM and SIGKILL. Default 2 s.
+        public var shutdownGrace: Duration = .seconds(2)
 
         /// The file-operation seam of the log and of the tracker's own files; tests replace it
         /// to inject failures.

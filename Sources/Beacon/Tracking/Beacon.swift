@@ -36,11 +36,9 @@ public final class Beacon: Sendable {
     /// Monotonic time since the tracker opened.
     let elapsed: @Sendable () -> Duration
     let makeTrackId: @Sendable () -> UInt64
-    let closed = Atomic<Bool>(false)
-    /// `finishWriting()` runs once; concurrent closers wait for it (except on the writer thread).
-    let writingFinished = RunOnceGate()
-    /// Closing the log runs once, by `closeLog()` or at the end of a shutdown; the others wait.
-    let logClosed = RunOnceGate()
+    /// The tracker's life (``TrackerLifecycle``), its report once ended, and who waits for it
+    /// (Beacon+Lifecycle.swift).
+    let life: ConditionLock<Life>
     /// Serialises identity changes with their saves.
     let identitySaves = Mutex<Void>(())
     /// The uploader and the shutdown state (Beacon+Delivery.swift).
@@ -86,6 +84,7 @@ public final class Beacon: Sendable {
         quotaDrops.opened(log)
         self.log = log
         self.delivery = DeliveryState(configuration: configuration, log: log)
+        self.life = ConditionLock(Life(machine: TrackerLifecycle(runGrace: configuration.shutdownGrace)))
         self.elapsed = Beacon.elapsedClock(configuration.monotonicClock)
         self.makeTrackId = configuration.trackIdGenerator ?? Beacon.defaultTrackIdGenerator()
         self.presets = Beacon.presets(appVersion: configuration.appVersion)
@@ -143,8 +142,7 @@ public final class Beacon: Sendable {
     }
 
     deinit {
-        finishWriting()
-        closeLog()
+        closeNow()
     }
 
     // MARK: Tracking
@@ -234,59 +232,6 @@ public final class Beacon: Sendable {
         stats.durable = logStats.durableRecords
         stats.pending = accepted > logStats.durableRecords ? accepted - logStats.durableRecords : 0
         return stats
-    }
-
-    // MARK: Closing
-
-    /// Tracks `$AppEnd` (with the uptime), writes everything tracked, fsyncs, and closes the log,
-    /// releasing its lock. Later `track` calls are dropped (counted as ``DropReason/closed``). Closing twice
-    /// does nothing.
-    public func close() async {
-        await BlockingQueue.run { [self] in
-            finishWriting()
-            closeLog()
-        }
-    }
-
-    /// The blocking half of closing, for tools and child processes: same as ``close()``.
-    public func closeNow() {
-        finishWriting()
-        closeLog()
-    }
-
-    /// Stops accepting records (after `$AppEnd`), drains the writer and fsyncs the log. The log
-    /// stays open, so the delivery side can still upload before ``closeLog()``. Runs once.
-    /// A concurrent second caller waits until the first has finished, so that nothing closes the
-    /// log under a writer still draining (except on the writer thread, which the drain waits for).
-    func finishWriting() {
-        writingFinished.run(wait: !writer.isWriterThread) { [self] in
-            closed.store(true, ordering: .releasing)
-            if configuration.lifecycleEvents {
-                let uptime = elapsed()
-                record(RecordEncoder.Input(type: .track, event: "$AppEnd", isBeaconEvent: true, properties: [:], distinctId: nil,
-                                           durationMicroseconds: Beacon.microseconds(uptime), withPresets: true))
-            }
-            writer.close()
-            do { try log.sync() } catch { noteStorageError(error) }
-        }
-    }
-
-    /// Closes the log (final fsync, locks released). Call after ``finishWriting()``. If a
-    /// shutdown is uploading, waits for it to end: it closes the log itself when done.
-    func closeLog() {
-        guard logClosed.tryStart() else {
-            if !writer.isWriterThread { logClosed.waitUntilFinished() }
-            return
-        }
-        closeLogNow()
-        logClosed.finish()
-        resumeRunWaiters(FlushResult(sent: 0, remaining: pendingOnDisk(), outcome: .noData))
-    }
-
-    /// The body of closing the log, for whoever claimed ``logClosed``.
-    func closeLogNow() {
-        delivery.uploader?.stop()
-        do { try log.close() } catch { noteStorageError(error) }
     }
 
     /// Blocks until every event tracked before the call is written to the log and fsynced

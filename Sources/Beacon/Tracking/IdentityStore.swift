@@ -46,7 +46,14 @@ struct IdentityStore: Sendable {
             JSONBytes.appendString(login, to: &bytes)
         }
         bytes.append(contentsOf: "}\n".utf8)
-        try fileSystem.replaceFile(path, with: bytes)
+        do {
+            try fileSystem.replaceFile(path, with: bytes)
+        } catch let error as BeaconLogError {
+            let advice = error.code == .permissionDenied
+                ? "the identity stays in memory until the next start; \(path) and its directory must be writable by the user this process runs as"
+                : "the identity stays in memory until the next start; the file keeps the identity it had"
+            throw error.advising(advice)
+        }
     }
 }
 

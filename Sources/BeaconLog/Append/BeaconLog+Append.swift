@@ -102,7 +102,7 @@ extension BeaconLog {
               state.withLock({ $0.failure == nil }) else { return error }
         var kept = error
         kept.keptSeqs = seqs
-        kept.cause = kept.cause ?? error.message
+        kept.failure = kept.failure ?? error.message
         kept.message = "\(error.message). The record (seq \(seqs.count == 1 ? "\(seqs.lowerBound)" : "\(seqs)")) was appended and is kept in memory until the disk accepts it: do not append it again; sync() reports when it is durable"
         return kept
     }
@@ -139,7 +139,7 @@ extension BeaconLog {
         if let error = s.writeError, s.bufferedBytes + incoming > max(config.segmentBytes, 1 << 20) {
             s.stats.refused[.diskFull, default: 0] += 1
             countersChanged(&s)
-            throw BeaconLogError(.diskFull, "\(error.message); \(s.bufferedRecords) records wait in memory and new ones are refused until space frees", path: error.path, errno: error.errno)
+            throw BeaconLogError(.diskFull, "\(error.message); \(s.bufferedRecords) records wait in memory and new ones are refused until space frees", path: error.path, cause: error.cause)
         }
     }
 

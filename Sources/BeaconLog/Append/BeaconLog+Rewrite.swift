@@ -42,7 +42,7 @@ extension BeaconLog {
             let failure = BeaconLogError(
                 .failed,
                 "fsync failed on \(failedPath) and rewriting the unsynced records elsewhere failed too (\(error)); \(fate) (everything before is durable). Beacon never retries an fsync on the same data; check the disk (dmesg), then reopen the log",
-                path: failedPath, errno: (error as? BeaconLogError)?.errno)
+                path: failedPath, cause: (error as? BeaconLogError)?.cause)
             fail(failure)
             throw failure
         }

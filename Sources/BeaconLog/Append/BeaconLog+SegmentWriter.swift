@@ -22,8 +22,7 @@ extension BeaconLog {
                     try enforceQuota(incoming: UInt64(chunks[index...].reduce(0) { $0 + $1.bytes.count }))
                     try startSegment(chunks[index].segment, io: &io)
                 } catch {
-                    putBack(Array(chunks[index...]), error: error)
-                    throw error
+                    throw putBack(Array(chunks[index...]), error: error)
                 }
             }
             let chunk = chunks[index]
@@ -37,8 +36,7 @@ extension BeaconLog {
                 } catch {
                     fail(BeaconLogError(.failed, "a write failed and the partial bytes could not be cut off (\(error)); reopen the log, which will repair the tail", path: io.file!.path))
                 }
-                putBack(Array(chunks[index...]), error: error)
-                throw error
+                throw putBack(Array(chunks[index...]), error: error)
             }
             io.fileSize += UInt64(chunk.bytes.count)
             io.unsynced.append(chunk)
@@ -54,15 +52,23 @@ extension BeaconLog {
         }
     }
 
-    /// Returns chunks that could not be written to the front of the buffer and records the error.
-    func putBack(_ chunks: [Chunk], error: any Error) {
-        state.withLock { s in
+    /// Returns chunks that could not be written to the front of the buffer and records the error,
+    /// with what to do about it; returns that error.
+    func putBack(_ chunks: [Chunk], error: any Error) -> BeaconLogError {
+        var logError = error as? BeaconLogError ?? BeaconLogError(.io, "\(error)", path: directory)
+        switch logError.code {
+        case .diskFull: logError = logError.advising("free space on the file system (nothing already written is lost)")
+        case .permissionDenied: logError = logError.advising("the log's files must belong to the user this process runs as")
+        case .io: logError = logError.advising("the disk may be failing: check the kernel log (dmesg)")
+        default: break
+        }
+        return state.withLock { s in
             s.chunks = chunks + s.chunks
             s.bufferedBytes += chunks.reduce(0) { $0 + $1.bytes.count }
             s.bufferedRecords += chunks.reduce(0) { $0 + $1.records }
-            let logError = error as? BeaconLogError ?? BeaconLogError(.io, "\(error)", path: directory)
             s.writeError = logError
             s.stats.lastError = logError.description
+            return logError
         }
     }
 

@@ -96,23 +96,34 @@ package enum Frame {
     package static func parse(_ buffer: UnsafeRawBufferPointer, line: Range<Int>, crc checked: inout UInt32) -> Parsed {
         var i = line.lowerBound
         let end = line.upperBound
-        func expect(_ literal: StaticString) -> Bool {
+        // Read once per record on every read: byte loops the compiler inlines, no libc call, no
+        // overflow check until a number could overflow (20 digits).
+        @inline(__always) func expect(_ literal: StaticString) -> Bool {
             let count = literal.utf8CodeUnitCount
             guard end - i >= count else { return false }
-            guard memcmp(buffer.baseAddress! + i, literal.utf8Start, count) == 0 else { return false }
+            let text = literal.utf8Start
+            for k in 0..<count where buffer[i + k] != text[k] { return false }
             i += count
             return true
         }
-        func number(max digits: Int) -> UInt64? {
+        @inline(__always) func number(max digits: Int) -> UInt64? {
             var v: UInt64 = 0
             let start = i
-            while i < end, buffer[i] >= 0x30, buffer[i] <= 0x39 {
-                let (m, o1) = v.multipliedReportingOverflow(by: 10)
-                let (a, o2) = m.addingReportingOverflow(UInt64(buffer[i] - 0x30))
-                if o1 || o2 { return nil }
-                v = a
+            while i < end {
+                let digit = buffer[i] &- 0x30
+                guard digit <= 9 else { break }
+                if i - start >= 19 {
+                    // The 20th digit may overflow; a 21st is never valid.
+                    guard i - start < digits else { return nil }
+                    let (m, o1) = v.multipliedReportingOverflow(by: 10)
+                    let (a, o2) = m.addingReportingOverflow(UInt64(digit))
+                    if o1 || o2 { return nil }
+                    v = a
+                } else {
+                    guard i - start < digits else { return nil }
+                    v = v &* 10 &+ UInt64(digit)
+                }
                 i += 1
-                if i - start > digits { return nil }
             }
             return i > start ? v : nil
         }

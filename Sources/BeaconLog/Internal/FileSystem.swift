@@ -28,17 +28,17 @@ package enum OpenMode: Sendable {
 /// Every file operation the log performs goes through this seam, so tests can inject `ENOSPC`,
 /// `EIO` from fsync and short writes (see `FaultyFileSystem` in the tests), after the manner of
 /// swift-system's `Internals/Syscalls.swift`. All errors are thrown as ``BeaconLogError`` with the
-/// path and `errno`.
+/// system call, its `errno` and the path as the ``BeaconLogError/cause``.
 package protocol FileSystem: Sendable {
     /// `open(2)`, retried on `EINTR`, wrapped in a `FileHandle`.
     func open(_ path: String, _ mode: OpenMode) throws -> LogFile
-    /// Writes all of `bytes` at the file's current offset (`FileHandle.write(contentsOf:)`, i.e. `write(2)` until done).
+    /// Writes all of `bytes` at the file's current offset (`write(2)` until done).
     func write(_ file: LogFile, _ bytes: UnsafeRawBufferPointer) throws
     /// Writes all of `bytes` at `offset` (`pwrite(2)`), not moving the file offset.
     func write(_ file: LogFile, _ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws
     /// Reads up to `buffer.count` bytes at `offset` (`pread(2)`); returns the count, 0 at the end.
     func read(_ file: LogFile, into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws -> Int
-    /// Makes the file's data durable: `FileHandle.synchronize()`, which is `fsync(2)`.
+    /// Makes the file's data durable: `fsync(2)`.
     func sync(_ file: LogFile) throws
     /// Makes the file's data durable without forcing unrelated metadata (`fdatasync(2)`): used for
     /// the in-place checkpoint slot, whose size never changes. Defaults to ``sync(_:)``.
@@ -73,7 +73,8 @@ extension FileSystem {
     package func syncData(_ file: LogFile) throws { try sync(file) }
 }
 
-/// The real file system: Foundation `FileHandle` for writes and fsync, Glibc for the rest.
+/// The real file system: each call one system call (retried on `EINTR`), its `errno` captured
+/// where it fails.
 package struct SystemFileSystem: FileSystem {
     package init() {}
 
@@ -93,10 +94,11 @@ package struct SystemFileSystem: FileSystem {
     }
 
     package func write(_ file: LogFile, _ bytes: UnsafeRawBufferPointer) throws {
-        do {
-            try file.handle.write(contentsOf: bytes)
-        } catch {
-            throw BeaconLogError.fromFoundation(error, path: file.path, operation: "write")
+        var done = 0
+        while done < bytes.count {
+            done += try retryingEINTR(path: file.path, "write") {
+                Glibc.write(file.descriptor, bytes.baseAddress! + done, bytes.count - done)
+            }
         }
     }
 
@@ -117,11 +119,7 @@ package struct SystemFileSystem: FileSystem {
     }
 
     package func sync(_ file: LogFile) throws {
-        do {
-            try file.handle.synchronize()
-        } catch {
-            throw BeaconLogError.fromFoundation(error, path: file.path, operation: "fsync")
-        }
+        _ = try retryingEINTR(path: file.path, "fsync") { fsync(file.descriptor) }
     }
 
     package func syncData(_ file: LogFile) throws {
@@ -259,18 +257,18 @@ package func retryingEINTR<T: BinaryInteger>(path: String, _ operation: String, 
 }
 
 extension BeaconLogError {
-    /// An error for a failed system call, with advice that fits the `errno`.
+    /// The error for a failed system call: its code from the `errno`, a message that says only
+    /// what failed. What to do depends on what the call was for: the caller adds that
+    /// (``advising(_:)``).
     package static func system(_ e: Int32, path: String, operation: String) -> BeaconLogError {
+        let code: Code
         switch e {
-        case ENOSPC, EDQUOT:
-            return BeaconLogError(.diskFull, "\(operation) failed: the file system is full; free space on it (nothing already written is lost)", path: path, errno: e)
-        case EACCES, EPERM:
-            return BeaconLogError(.io, "\(operation) failed: permission denied; the log directory must be owned by this user (mode 0700)", path: path, errno: e)
-        case EIO:
-            return BeaconLogError(.io, "\(operation) failed with an I/O error; the disk may be failing, check the kernel log (dmesg)", path: path, errno: e)
-        default:
-            return BeaconLogError(.io, "\(operation) failed", path: path, errno: e)
+        case ENOSPC, EDQUOT: code = .diskFull
+        case EACCES, EPERM: code = .permissionDenied
+        default: code = .io
         }
+        return BeaconLogError(code, "\(operation) failed: \(String(cString: strerror(e)))", path: path,
+                              cause: SystemCallError(systemCall: operation, errno: e, path: path))
     }
 
     /// An error for a directory that could not be created, saying what is in the way and what to do.
@@ -292,20 +290,8 @@ extension BeaconLogError {
         default:
             return system(e, path: path, operation: "mkdir")
         }
-        return BeaconLogError(e == ENOSPC || e == EDQUOT ? .diskFull : .io, advice, path: path, errno: e)
-    }
-
-    /// Maps an error thrown by `FileHandle` to a ``BeaconLogError``, keeping the `errno` when Foundation has it.
-    package static func fromFoundation(_ error: any Error, path: String, operation: String) -> BeaconLogError {
-        if let mine = error as? BeaconLogError { return mine }
-        let ns = error as NSError
-        if ns.domain == NSPOSIXErrorDomain { return system(Int32(ns.code), path: path, operation: operation) }
-        if let underlying = ns.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain {
-            return system(Int32(underlying.code), path: path, operation: operation)
-        }
-        if ns.domain == NSCocoaErrorDomain && ns.code == CocoaError.fileWriteOutOfSpace.rawValue {
-            return system(ENOSPC, path: path, operation: operation)
-        }
-        return BeaconLogError(.io, "\(operation) failed: \(error)", path: path, errno: EIO)
+        var error = system(e, path: path, operation: "mkdir")
+        error.message = advice
+        return error
     }
 }

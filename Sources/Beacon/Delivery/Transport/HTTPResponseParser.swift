@@ -55,6 +55,9 @@ struct HTTPResponseParser {
     private(set) var droppedBodyBytes = 0
     /// Whether any byte of an answer (interim answers included) arrived.
     private(set) var receivedAny = false
+    /// Whether the answer is to `CONNECT`: a 2xx then ends with its head (the connection becomes
+    /// a tunnel, RFC 9110 §9.3.6). Cleared by ``reset()``.
+    var answersConnect = false
 
     init(maxBodyBytes: Int = 1 << 20, maxHeadBytes: Int = 64 << 10) {
         self.maxBodyBytes = maxBodyBytes
@@ -148,6 +151,7 @@ struct HTTPResponseParser {
         droppedBodyBytes = 0
         receivedAny = false
         keepsAlive = false
+        answersConnect = false
     }
 
     // MARK: - Lines
@@ -246,7 +250,10 @@ struct HTTPResponseParser {
         }
         keepsAlive = minorVersion >= 1 ? !closes : Self.hasToken(connection, "keep-alive")
         let encoding = field("transfer-encoding")?.lowercased()
-        if status == 204 || status == 304 {
+        if answersConnect && (200..<300).contains(status) {
+            keepsAlive = true
+            phase = .complete
+        } else if status == 204 || status == 304 {
             phase = .complete
         } else if let encoding, !encoding.isEmpty, encoding != "identity" {
             guard encoding.split(separator: ",").last?.trimmingSpaces == "chunked" else {

@@ -2,8 +2,8 @@ import Dispatch
 import Foundation
 import Glibc
 
-/// Where a ``SocketTransport`` sends a URL's requests: host, port, `Host` field and request target,
-/// worked out once per URL.
+/// Where a ``SocketTransport`` sends a URL's requests: host, port, `Host` field, request target
+/// and the proxy on the way, worked out once per URL.
 struct SocketEndpoint: Sendable {
     let url: URL
     /// The host name or address to resolve (an IPv6 address without its brackets).
@@ -20,8 +20,11 @@ struct SocketEndpoint: Sendable {
     /// `Basic …` from the URL's user info (RFC 7617: user and password percent-decoded, joined
     /// by a colon), sent unless the request has its own `Authorization`. Never shown.
     let authorization: String?
+    /// Directly or through a proxy.
+    let route: ProxyRoute
 
-    init(_ url: URL) throws(TransportError) {
+    /// The endpoint of `url`, reached by `route` (``ProxyRoute/unsupported(_:)`` throws).
+    init(_ url: URL, route: ProxyRoute = .direct) throws(TransportError) {
         let scheme = url.scheme?.lowercased() ?? ""
         guard scheme == "http" || scheme == "https" else {
             throw TransportError(.network, "\(RedactedURL(url)): SocketTransport needs an http:// or https:// URL")
@@ -41,8 +44,37 @@ struct SocketEndpoint: Sendable {
         self.port = UInt16(port)
         let shown = host.contains(":") ? "[\(host)]" : host
         hostField = port == defaultPort ? shown : "\(shown):\(port)"
-        target = Self.target(of: url.absoluteString)
         authorization = Self.basicAuthorization(of: url)
+        if case .unsupported(let reason) = route { throw TransportError(.network, "\(RedactedURL(url)): \(reason)") }
+        self.route = route
+        // Through a proxy, plain http names the whole URL (absolute form, RFC 9112 §3.2.2).
+        let path = Self.target(of: url.absoluteString)
+        target = route != .direct && !secure ? "http://\(hostField)\(path)" : path
+    }
+
+    /// The proxy that opens a `CONNECT` tunnel to the collector: for `https://` through a proxy.
+    var tunnel: ProxyRoute.Proxy? {
+        if case .proxy(let proxy) = route, secure { return proxy }
+        return nil
+    }
+
+    /// Where the TCP connection goes: the proxy's host and port, or the collector's.
+    var connectsTo: (host: String, port: UInt16) {
+        if case .proxy(let proxy) = route { return (proxy.host, proxy.port) }
+        return (host, port)
+    }
+
+    /// `Proxy-Authorization` for each request: plain http through a proxy with credentials.
+    var proxyAuthorization: String? {
+        if case .proxy(let proxy) = route, !secure { return proxy.authorization }
+        return nil
+    }
+
+    /// What an open connection must have been opened for to carry this endpoint's requests: the
+    /// same collector (or the same forwarding proxy), scheme and tunnel.
+    var connectionKey: String {
+        let (to, at) = connectsTo
+        return "\(secure ? "https" : "http") \(to) \(at) \(tunnel.map { _ in "tunnel \(host) \(port)" } ?? "") \(proxyAuthorization ?? "")"
     }
 
     /// `Basic base64(user:password)` for a URL with user info (as curl and URLSession send it),
@@ -114,13 +146,17 @@ final class SocketConnection: @unchecked Sendable {
         case resolve(String)
         /// TLS failed (see ``TLSFailure/isConfiguration``).
         case tls(TLSFailure)
+        /// The proxy refused to open a tunnel: what it said.
+        case proxyRefused(String)
+        /// The proxy asked for credentials (407) to open a tunnel: its answer, told as one.
+        case proxyAuthenticationRequired(TransportResponse)
     }
 
     private(set) var fd: Int32 = -1
     /// How the open connection's bytes are read and written: the socket itself or TLS over it.
     private var stream: (any ByteStream)?
-    /// The host and port the open connection goes to.
-    private var peer: (host: String, port: UInt16, secure: Bool)?
+    /// The ``SocketEndpoint/connectionKey`` of the endpoint the open connection was made for.
+    private var peer: String?
     let waker: SocketWaker
     private var parser: HTTPResponseParser
     private let buffer: UnsafeMutableRawBufferPointer
@@ -158,9 +194,15 @@ final class SocketConnection: @unchecked Sendable {
         let head = try Self.head(request, endpoint)
         var retried = false
         while true {
-            if fd >= 0, peer?.host != endpoint.host || peer?.port != endpoint.port || peer?.secure != endpoint.secure || peerHasClosed() { disconnect() }
+            if fd >= 0, peer != endpoint.connectionKey || peerHasClosed() { disconnect() }
             let reused = fd >= 0
-            if !reused { try connect(endpoint, deadline: deadline, isCancelled: isCancelled) }
+            if !reused {
+                do {
+                    try connect(endpoint, deadline: deadline, isCancelled: isCancelled)
+                } catch .proxyAuthenticationRequired(let answer) {
+                    return answer
+                }
+            }
             do {
                 parser.reset()
                 if let early = try write(head, request.body, deadline: deadline, isCancelled: isCancelled) {
@@ -191,6 +233,7 @@ final class SocketConnection: @unchecked Sendable {
         if let authorization = endpoint.authorization, request.header("Authorization") == nil {
             text += "Authorization: \(authorization)\r\n"
         }
+        if let authorization = endpoint.proxyAuthorization { text += "Proxy-Authorization: \(authorization)\r\n" }
         for (name, value) in request.headers {
             guard HTTPToken.isToken(name.utf8) else {
                 throw .malformed("header name '\(name)' is not an HTTP token (empty, or holding a space, separator or control character)")
@@ -210,20 +253,57 @@ final class SocketConnection: @unchecked Sendable {
     // MARK: - Connecting
 
     private func connect(_ endpoint: SocketEndpoint, deadline: UInt64, isCancelled: () -> Bool) throws(Failure) {
-        let addresses = try SocketResolver.resolve(endpoint.host, port: endpoint.port, lookup: lookup, deadline: deadline, waker: waker, isCancelled: isCancelled)
+        let (host, port) = endpoint.connectsTo
+        let addresses = try SocketResolver.resolve(host, port: port, lookup: lookup, deadline: deadline, waker: waker, isCancelled: isCancelled)
         let s = try SocketConnector.connect(addresses, deadline: deadline, waker: waker, isCancelled: isCancelled)
         var yes: Int32 = 1
         setsockopt(s, Int32(IPPROTO_TCP), TCP_NODELAY, &yes, socklen_t(MemoryLayout<Int32>.size))
         fd = s
-        peer = (endpoint.host, endpoint.port, endpoint.secure)
+        peer = endpoint.connectionKey
         stream = PlainStream(fd: s)
         opened += 1
-        guard endpoint.secure else { return }
         do {
+            if let proxy = endpoint.tunnel { try openTunnel(to: endpoint, through: proxy, deadline: deadline, isCancelled: isCancelled) }
+            guard endpoint.secure else { return }
             try startTLS(host: endpoint.host, port: endpoint.port, context: endpoint.tls, deadline: deadline, isCancelled: isCancelled)
         } catch {
             disconnect()
             throw error
+        }
+    }
+
+    /// Asks `proxy` for a tunnel to the collector (`CONNECT host:port`, RFC 9110 §9.3.6); the
+    /// connection then carries TLS to the collector. A 407 is returned as the request's answer
+    /// (a configuration problem: the proxy's credentials); any other refusal names the proxy.
+    private func openTunnel(to endpoint: SocketEndpoint, through proxy: ProxyRoute.Proxy, deadline: UInt64, isCancelled: () -> Bool) throws(Failure) {
+        let authority = "\(endpoint.host.contains(":") ? "[\(endpoint.host)]" : endpoint.host):\(endpoint.port)"
+        var text = "CONNECT \(authority) HTTP/1.1\r\nHost: \(authority)\r\n"
+        if let authorization = proxy.authorization { text += "Proxy-Authorization: \(authorization)\r\n" }
+        text += "\r\n"
+        parser.reset()
+        parser.answersConnect = true
+        let answer: TransportResponse
+        do {
+            if let early = try write(Array(text.utf8), [], deadline: deadline, isCancelled: isCancelled) {
+                answer = early
+            } else {
+                answer = try readAnswer(deadline: deadline, isCancelled: isCancelled)
+            }
+        } catch .closedBeforeAnswer(let code) {
+            throw .proxyRefused("proxy \(proxy) closed the connection without answering CONNECT \(authority)\(code.map { " (\(String(cString: strerror($0))))" } ?? "")")
+        }
+        let said = answer.body.isEmpty ? "" : ": '\(HTTPResponseParser.excerpt(answer.body))'"
+        switch answer.status {
+        case 200..<300:
+            // Bytes after the proxy's answer would be the collector's, which speaks only after TLS starts.
+            guard fd >= 0 else { throw .proxyRefused("proxy \(proxy) sent more than its answer to CONNECT \(authority)") }
+        case 407:
+            disconnect()
+            let message = "proxy \(proxy) answered 407 (Proxy Authentication Required) to CONNECT \(authority): put the proxy's user and password in the proxy URL (http://user:password@proxy:port)\(said)"
+            throw .proxyAuthenticationRequired(TransportResponse(status: 407, headers: answer.headers, body: Array(message.utf8)))
+        default:
+            disconnect()
+            throw .proxyRefused("proxy \(proxy) answered \(answer.status) to CONNECT \(authority)\(said)")
         }
     }
 

@@ -20,6 +20,14 @@ import Synchronization
 /// written (a 413 or 401 from the head alone) is read and returned, even when the server then
 /// resets the connection. `localhost` is both 127.0.0.1 and ::1; a host's addresses are tried
 /// staggered, the next after 250 ms without an answer.
+///
+/// Proxies are read from the environment when the transport is made, as curl reads them
+/// (`http_proxy`, `https_proxy`/`HTTPS_PROXY`, `all_proxy`/`ALL_PROXY`, `no_proxy`/`NO_PROXY`):
+/// plain http goes to an HTTP proxy in absolute form, https through a `CONNECT` tunnel with TLS to
+/// the collector inside; credentials in the proxy URL go as `Proxy-Authorization: Basic`. A proxy
+/// asking for credentials (407) is answered like a collector's 401: delivery pauses. SOCKS and
+/// `https://` proxies are not spoken: requests then fail with a message saying so.
+///
 /// The blocking socket calls run on a dispatch queue of the transport's own, never on Swift's
 /// concurrency pool.
 ///
@@ -37,6 +45,8 @@ public final class SocketTransport: Transport {
     /// The TLS context for `https://`, made once: at ``init(tls:)``, or at the first `https://`
     /// request with the system's trust store.
     private let tls: Mutex<Result<TLSContext, TLSFailure>?>
+    /// The environment proxies are read from (the process's when the transport was made).
+    private let environment: [String: String]
 
     /// A transport with no connection yet: the first request opens it. `https://` collectors are
     /// verified against the system's trust store.
@@ -52,7 +62,8 @@ public final class SocketTransport: Transport {
     }
 
     /// A transport keeping at most `maxResponseBodyBytes` of an answer's body.
-    init(maxResponseBodyBytes: Int, tls configuration: TLSConfiguration? = nil, lookup: @escaping SocketResolver.Lookup = SocketResolver.system) {
+    init(maxResponseBodyBytes: Int, tls configuration: TLSConfiguration? = nil, environment: [String: String] = ProcessInfo.processInfo.environment, lookup: @escaping SocketResolver.Lookup = SocketResolver.system) {
+        self.environment = environment
         connection = SocketConnection(maxResponseBodyBytes: maxResponseBodyBytes, lookup: lookup)
         tls = Mutex(configuration.map { configuration in Result { () throws(TLSFailure) in try TLSContext(configuration) } })
     }
@@ -97,7 +108,7 @@ public final class SocketTransport: Transport {
 
     private func endpoint(for url: URL) throws -> SocketEndpoint {
         if let known = endpoints.withLock({ $0 }), known.url == url { return known }
-        var endpoint = try SocketEndpoint(url)
+        var endpoint = try SocketEndpoint(url, route: ProxyRoute(for: url, environment: environment))
         if endpoint.secure {
             do { endpoint.tls = try tlsContext() } catch { throw TransportError(.tls, "\(RedactedURL(url)): \(error.message)") }
         }
@@ -124,6 +135,10 @@ public final class SocketTransport: Transport {
             return TransportError(.network, "\(target): \(what)")
         case .tls(let failure):
             return TransportError(failure.isConfiguration ? .tls : .network, "\(target): \(failure.message)")
+        case .proxyRefused(let what):
+            return TransportError(.network, "\(target): \(what)")
+        case .proxyAuthenticationRequired(let answer):
+            return TransportError(.network, "\(target): \(String(decoding: answer.body, as: UTF8.self))")
         }
     }
 }

@@ -61,19 +61,31 @@ public protocol Transport: Sendable {
 
 /// A request that got no HTTP answer.
 public struct TransportError: Error, Sendable, CustomStringConvertible {
-    /// Why no answer came.
-    public enum Kind: Sendable, Equatable {
+    /// Why no answer came. Only the library makes kinds; the set may grow, so keep a default
+    /// case. A transport of your own throws one of these.
+    public struct Kind: Hashable, Sendable, CustomStringConvertible {
+        private enum Wrapped: String, Sendable {
+            case timeout, network, tls, cancelled
+        }
+
+        private let wrapped: Wrapped
+        private init(_ wrapped: Wrapped) { self.wrapped = wrapped }
+
+        /// A stable identifier without spaces, for metric labels: `"timeout"`.
+        public var name: String { wrapped.rawValue }
+        public var description: String { name }
+
         /// The request took longer than its timeout.
-        case timeout
+        public static let timeout = Kind(.timeout)
         /// The connection could not be made or broke (refused, reset, DNS, a TLS record).
-        case network
+        public static let network = Kind(.network)
         /// TLS refused for a reason retrying will not fix: the collector's certificate failed
         /// verification (unknown CA, another host name, expired), no TLS version in common, the
         /// client certificate missing or refused, a CA or key file unreadable. The uploader treats
         /// it like a 401: delivery pauses with backoff, every event is kept, and it is reported.
-        case tls
+        public static let tls = Kind(.tls)
         /// The request was cancelled (shutdown deadline).
-        case cancelled
+        public static let cancelled = Kind(.cancelled)
     }
     /// Why no answer came.
     public var kind: Kind

@@ -19,6 +19,7 @@ extension Uploader {
         case 401: " (unauthorized: check the Authorization header)"
         case 403: " (forbidden: check the credentials' permissions)"
         case 404: " (not found: check the collector URL)"
+        case 407: " (proxy authentication required: check the user and password in the proxy URL: http_proxy, https_proxy, all_proxy)"
         default: ""
         }
     }

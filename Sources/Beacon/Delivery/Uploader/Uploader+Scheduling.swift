@@ -1,0 +1,150 @@
+import Synchronization
+
+/// The delivery loop and the triggers: ``UploaderScheduler``'s inputs, and its actions carried out.
+extension Uploader {
+    /// Delivers in the background until the uploader shuts down or stops, or the calling task is
+    /// cancelled: the first pass at once (events left by earlier runs), then one whenever
+    /// `flushBulkSize` events are pending, every `flushInterval`, and after a failed pass's
+    /// backoff. While idle it sleeps (one sleep on the uploader's clock).
+    ///
+    /// Run it in a task you own, such as a service's `run()` (a loop started later takes over from
+    /// one running, which returns after its pass):
+    ///
+    /// ```swift
+    /// try await withThrowingDiscardingTaskGroup { group in
+    ///     group.addTask { await uploader.run() }
+    ///     // ...
+    /// }
+    /// ```
+    ///
+    /// Cancelling the task ends the loop once the pass in flight has ended (``shutdown(deadline:)``
+    /// and ``stop()`` cut that pass short); it does not shut the uploader down.
+    public func run() async {
+        let wakeup = Wakeup()
+        let (id, replaced) = scheduling.withLock { s -> (UInt64, Wakeup?) in
+            let (id, wakeReplaced) = s.machine.loopStarted(now: time.now())
+            let replaced = wakeReplaced ? s.wakeup : nil
+            s.wakeup = wakeup
+            return (id, replaced)
+        }
+        replaced?.signal()
+        defer {
+            scheduling.withLock { s in
+                s.machine.loopEnded(id)
+                if s.wakeup === wakeup { s.wakeup = nil }
+            }
+        }
+        while !Task.isCancelled {
+            let now = time.now()
+            switch scheduling.withLock({ $0.machine.loopStep(id, now: now) }) {
+            case .exit:
+                return
+            case .wait(let until):
+                await wakeup.wait(until: until, time: time)
+            case .pass:
+                let pass = await cancellable(shielded: true) { await self.drain(deadline: nil) }
+                let end = passEnd(pass)
+                lastLoopPassSent = pass.sent
+                let action = scheduling.withLock { $0.machine.loopPassEnded(end, by: id) }
+                perform(action)
+            }
+        }
+    }
+
+    /// Runs ``run()`` in a task the uploader keeps: for owners without a task of their own to run
+    /// it in. ``shutdown(deadline:)`` ends and joins it. Calling it again does nothing.
+    public nonisolated func start() {
+        scheduling.withLock { s in
+            guard s.backgroundLoop == nil, s.machine.state != .stopped, !s.machine.isShuttingDown else { return }
+            s.backgroundLoop = Task { await self.run() }
+        }
+    }
+
+    /// Tells the uploader that `count` events were appended: a pass starts once `flushBulkSize`
+    /// are unsent. Cheap and non-blocking; call it from the append path.
+    public nonisolated func recordsAppended(_ count: Int = 1) {
+        let wakeup = scheduling.withLock { s -> Wakeup? in
+            s.machine.countChanged(unsent: s.machine.unsent + count) == .wakeLoop ? s.wakeup : nil
+        }
+        wakeup?.signal()
+    }
+
+    /// Tells the uploader how many events the log holds pending (the tracker's append hook): a
+    /// pass starts once at least `flushBulkSize` are pending. Cheap and non-blocking.
+    public nonisolated func recordsPending(_ pending: UInt64) {
+        let wakeup = scheduling.withLock { s -> Wakeup? in
+            s.machine.countChanged(unsent: Int(clamping: pending)) == .wakeLoop ? s.wakeup : nil
+        }
+        wakeup?.signal()
+    }
+
+    /// Stops without uploading (the log is being closed): the loop ends, and the pass, flush or
+    /// drain that runs is cancelled (its events stay pending). Returns at once.
+    public nonisolated func stop() {
+        let (action, wakeup, cancel, queued) = scheduling.withLock { s in
+            let action = s.machine.stopRequested()
+            let queued = action == .cancel(refuseQueuedFlush: true) ? s.queuedFlush.take() : nil
+            return (action, s.wakeup, s.cancel, queued)
+        }
+        guard action != .none else { return }
+        wakeup?.signal()
+        cancel?.cancel()
+        queued?.resume(returning: false)
+    }
+
+    /// Carries out what the scheduler decided after a pass or flush.
+    func perform(_ action: UploaderScheduler.PassAction) {
+        switch action {
+        case .none:
+            break
+        case .wakeLoop:
+            scheduling.withLock { $0.wakeup }?.signal()
+        case .startQueuedFlush:
+            scheduling.withLock { $0.queuedFlush.take() }?.resume(returning: true)
+        case .resumeShutdown:
+            shutdownWaiter?.resume()
+            shutdownWaiter = nil
+        }
+    }
+
+    /// Runs `body` (a pass, a flush or the final drain) so that ``stop()`` or the shutdown's
+    /// deadline can cancel it, and, unless `shielded`, the caller's own cancellation.
+    ///
+    /// The body runs in a task of its own that this awaits before returning (it never outlives
+    /// the call): the delivery loop's passes are `shielded`, so cancelling the task that runs the
+    /// loop does not abandon a request the collector may already have accepted (a graceful
+    /// shutdown would send it again); the shutdown that follows waits for the pass, and cancels
+    /// it at its deadline.
+    func cancellable<T: Sendable>(shielded: Bool = false, _ body: @escaping @Sendable () async -> T) async -> T {
+        let task = Task { await body() }
+        let (id, stopped) = scheduling.withLock { s -> (UInt64, Bool) in
+            s.lastCancelId += 1
+            s.cancel = Cancel(id: s.lastCancelId) { task.cancel() }
+            return (s.lastCancelId, s.machine.cancelsWork)
+        }
+        if stopped { task.cancel() }
+        defer { scheduling.withLock { s in if s.cancel?.id == id { s.cancel = nil } } }
+        if shielded { return await task.value }
+        return await withTaskCancellationHandler { await task.value } onCancel: { task.cancel() }
+    }
+
+    /// Cancels the pass, flush or drain that runs (the shutdown's deadline).
+    nonisolated func cancelRunning() {
+        scheduling.withLock { $0.cancel }?.cancel()
+    }
+
+    /// How a pass ended, for the scheduler: after a failure, when the next attempt may start
+    /// (the backoff, or the collector's `Retry-After`).
+    func passEnd(_ pass: Pass) -> UploaderScheduler.PassEnd {
+        switch pass.outcome {
+        case .drained, .noData:
+            return .completed(pending: Int(clamping: pendingEvents))
+        case .deadline:
+            return .cancelled
+        case .failed(let failure):
+            failedPasses += 1
+            let delay = DeliveryTiming.wait(afterFailedPasses: failedPasses, retryAfter: failure.retryAfter, backoff: configuration.backoff)
+            return .failed(retryAt: time.now() + delay, retryAfter: failure.retryAfter != nil)
+        }
+    }
+}

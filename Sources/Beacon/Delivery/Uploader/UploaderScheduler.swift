@@ -1,0 +1,332 @@
+/// When the uploader sends and who sends: its scheduling as a pure state machine.
+///
+/// Each input (the delivery loop asking for its next step, a trigger, a pass or flush ending,
+/// shutdown, stop) changes the state and returns what the ``Uploader`` must do; the uploader
+/// only carries that out (wakes the loop, cancels what runs, resumes waiting callers). No clock,
+/// task or I/O here: times are readings of the uploader's monotonic clock, passed in.
+///
+/// | state | a trigger | loop's next step | a flush | shutdown | stop |
+/// |---|---|---|---|---|---|
+/// | idle | due; wake the loop | pass if due, else wait for the interval | runs | drains | stopped |
+/// | backingOff(until) | due | pass at `until`, wait before | runs | drains | stopped |
+/// | sending | due (after the pass) | wait | waits for the pass | waits for the pass, cancels it at the deadline | cancels the pass |
+/// | flushing | due (after the flush) | wait | joins | waits for the flush, cancels it at the deadline | cancels the flush |
+/// | shuttingDown | ignored | exit | refused | joins | cancels what runs; no drain |
+/// | stopped | ignored | exit | refused | the kept report | nothing |
+///
+/// Only one delivery loop drives background passes: a loop that attaches later (``Uploader/run()``
+/// called while ``Uploader/start()``'s loop runs) takes over, and the earlier one exits after its
+/// pass.
+struct UploaderScheduler: Sendable {
+    enum State: Hashable, Sendable {
+        /// Nothing runs; the loop waits for a trigger or the interval.
+        case idle
+        /// The last background pass failed: none before `until` (a flush still runs at once).
+        case backingOff(until: Duration)
+        /// The loop runs a background pass; `flushQueued` when a flush waits for it to end.
+        case sending(flushQueued: Bool)
+        /// A flush runs in its caller's task; later flushes join it.
+        case flushing
+        /// Shutdown began: it waits for what ran, then drains in its own task.
+        case shuttingDown(Draining)
+        /// Nothing runs and nothing starts again.
+        case stopped
+    }
+
+    /// What a shutdown is doing.
+    enum Draining: Hashable, Sendable {
+        /// For the background pass that was running to end (cancelled at the deadline).
+        case waitingForPass
+        /// For the flush that was running to end (cancelled at the deadline).
+        case waitingForFlush
+        /// The final drain runs.
+        case draining
+    }
+
+    /// How a pass (batches until drained, a failure or the deadline) ended.
+    enum PassEnd: Hashable, Sendable {
+        /// Drained or nothing to send; `pending` events are in the log now.
+        case completed(pending: Int)
+        /// Cancelled, or cut off by the deadline.
+        case cancelled
+        /// Failed: the next attempt at `retryAt` (the backoff, or the collector's `Retry-After`).
+        case failed(retryAt: Duration, retryAfter: Bool)
+    }
+
+    /// The delivery loop's next step.
+    enum LoopAction: Hashable, Sendable {
+        case pass
+        /// Sleep until the time (nil: until woken), or until woken.
+        case wait(until: Duration?)
+        case exit
+    }
+
+    enum FlushAction: Hashable, Sendable {
+        /// Run the flush in the caller's task, then report ``flushEnded()``.
+        case run
+        /// Wait for the background pass to end (``PassAction/startQueuedFlush``), then run.
+        case waitForPass
+        /// Wait for the result of the flush that runs or is queued.
+        case join
+        /// Shut down: fail at once.
+        case refuse
+    }
+
+    enum ShutdownAction: Hashable, Sendable {
+        /// Drain now (waking the loop, which exits).
+        case drain
+        /// Wait for the running pass or flush to end (``PassAction/resumeShutdown``), cancelling
+        /// it at the deadline; a queued flush is refused. Then drain.
+        case waitThenDrain(refuseQueuedFlush: Bool)
+        /// Another shutdown runs: wait for its result.
+        case join
+        /// Already stopped: the kept report.
+        case report
+    }
+
+    enum PassAction: Hashable, Sendable {
+        case none
+        /// Let the flush that waited for this pass run.
+        case startQueuedFlush
+        /// Let the shutdown that waited for this pass or flush drain.
+        case resumeShutdown
+        /// Wake the loop: it may have work now.
+        case wakeLoop
+    }
+
+    enum StopAction: Hashable, Sendable {
+        case none
+        /// Wake the loop (it exits) and cancel whatever runs; refuse a queued flush.
+        case cancel(refuseQueuedFlush: Bool)
+    }
+
+    private(set) var state: State = .idle
+    /// The loop that drives background passes (0: none).
+    private(set) var loop: UInt64 = 0
+    private var loops: UInt64 = 0
+    /// A background pass should start as soon as the state allows.
+    private(set) var due = false
+    /// The count trigger fired and its pass has not ended (further triggers do nothing).
+    private(set) var armed = false
+    /// Events the count trigger knows to be waiting.
+    private(set) var unsent = 0
+    /// No background pass before this (the backoff after a failed pass).
+    private(set) var backoffUntil: Duration = .zero
+    /// The last pass failed: a background pass retries at ``backoffUntil``.
+    private(set) var failing = false
+    /// No attempt at all before this (the collector's `Retry-After`).
+    private(set) var retryAfterUntil: Duration = .zero
+    /// ``stopRequested()`` came during shutdown: what runs is cancelled and the drain does not start.
+    private(set) var stopping = false
+    /// The next interval tick, while a loop runs and an interval is set.
+    private(set) var nextTick: Duration?
+    let bulkSize: Int
+    let interval: Duration?
+
+    init(bulkSize: Int, interval: Duration?) {
+        self.bulkSize = bulkSize
+        self.interval = interval
+    }
+
+    // MARK: The loop
+
+    /// A delivery loop starts: it takes over from an earlier one, and a first pass is due (events
+    /// an earlier run left). Returns its id and whether to wake the loop it replaces.
+    mutating func loopStarted(now: Duration) -> (id: UInt64, wakeReplaced: Bool) {
+        loops += 1
+        let replaced = loop != 0
+        loop = loops
+        if state != .stopped, !isShuttingDown {
+            due = true
+            nextTick = interval.map { now + $0 }
+        }
+        return (loop, replaced)
+    }
+
+    /// The loop `id` ended (cancelled, replaced or stopped).
+    mutating func loopEnded(_ id: UInt64) {
+        if loop == id {
+            loop = 0
+            nextTick = nil
+        }
+    }
+
+    /// What loop `id` does next, at `now`.
+    mutating func loopStep(_ id: UInt64, now: Duration) -> LoopAction {
+        guard id == loop else { return .exit }
+        if let interval, let tick = nextTick, now >= tick {
+            nextTick = now + interval
+            due = true
+        }
+        switch state {
+        case .shuttingDown, .stopped:
+            return .exit
+        case .sending, .flushing:
+            return .wait(until: nil)
+        case .backingOff(let until):
+            guard now >= until else { return .wait(until: until) }
+            state = .sending(flushQueued: false)
+            due = false
+            return .pass
+        case .idle:
+            guard due else { return .wait(until: nextTick) }
+            state = .sending(flushQueued: false)
+            due = false
+            return .pass
+        }
+    }
+
+    // MARK: Triggers
+
+    /// The count trigger: `unsent` events wait (appended since the last pass, or pending in the
+    /// log). At ``bulkSize`` a pass becomes due, once until it ends.
+    mutating func countChanged(unsent: Int) -> PassAction {
+        self.unsent = unsent
+        guard !armed, unsent >= bulkSize else { return .none }
+        switch state {
+        case .shuttingDown, .stopped:
+            return .none
+        case .idle:
+            armed = true
+            due = true
+            return .wakeLoop
+        case .backingOff, .sending, .flushing:
+            armed = true
+            due = true
+            return .none
+        }
+    }
+
+    // MARK: Passes and flushes
+
+    /// A background pass ended, run by loop `id`.
+    mutating func loopPassEnded(_ end: PassEnd, by id: UInt64) -> PassAction {
+        note(end)
+        switch state {
+        case .sending(let flushQueued):
+            if flushQueued {
+                state = .flushing
+                return .startQueuedFlush
+            }
+            state = failing ? .backingOff(until: backoffUntil) : .idle
+            // A loop that took over meanwhile waits for this pass to end.
+            return id == loop ? .none : .wakeLoop
+        case .shuttingDown(.waitingForPass):
+            state = .shuttingDown(.draining)
+            return .resumeShutdown
+        case .idle, .backingOff, .flushing, .shuttingDown, .stopped:
+            return .none
+        }
+    }
+
+    /// A pass of a flush or of the shutdown's drain ended: only the backoff and the count
+    /// trigger change.
+    mutating func flushPassEnded(_ end: PassEnd) {
+        note(end)
+    }
+
+    private mutating func note(_ end: PassEnd) {
+        switch end {
+        case .completed(let pending):
+            unsent = pending
+            armed = pending >= bulkSize
+            due = armed
+            failing = false
+            backoffUntil = .zero
+        case .cancelled:
+            armed = false
+        case .failed(let retryAt, let retryAfter):
+            armed = true
+            failing = true
+            backoffUntil = retryAt
+            if retryAfter { retryAfterUntil = retryAt }
+        }
+    }
+
+    /// A caller asks for a flush.
+    mutating func flushRequested() -> FlushAction {
+        switch state {
+        case .idle, .backingOff:
+            state = .flushing
+            return .run
+        case .sending(false):
+            state = .sending(flushQueued: true)
+            return .waitForPass
+        case .sending(true), .flushing:
+            return .join
+        case .shuttingDown, .stopped:
+            return .refuse
+        }
+    }
+
+    /// The running flush ended (its result goes to those who joined it).
+    mutating func flushEnded() -> PassAction {
+        switch state {
+        case .flushing:
+            state = failing ? .backingOff(until: backoffUntil) : .idle
+            return .wakeLoop
+        case .shuttingDown(.waitingForFlush):
+            state = .shuttingDown(.draining)
+            return .resumeShutdown
+        case .idle, .backingOff, .sending, .shuttingDown, .stopped:
+            return .none
+        }
+    }
+
+    // MARK: Ending
+
+    /// A caller asks for the final drain.
+    mutating func shutdownRequested() -> ShutdownAction {
+        switch state {
+        case .idle, .backingOff:
+            state = .shuttingDown(.draining)
+            return .drain
+        case .sending(let flushQueued):
+            state = .shuttingDown(.waitingForPass)
+            return .waitThenDrain(refuseQueuedFlush: flushQueued)
+        case .flushing:
+            state = .shuttingDown(.waitingForFlush)
+            return .waitThenDrain(refuseQueuedFlush: false)
+        case .shuttingDown:
+            return .join
+        case .stopped:
+            return .report
+        }
+    }
+
+    /// The final drain ended.
+    mutating func shutdownEnded() {
+        state = .stopped
+        due = false
+        armed = false
+    }
+
+    /// Stop without uploading (the log is being closed). During a shutdown, the shutdown ends
+    /// (without its drain) and then the uploader is stopped.
+    mutating func stopRequested() -> StopAction {
+        due = false
+        armed = false
+        switch state {
+        case .stopped:
+            return .none
+        case .shuttingDown:
+            if stopping { return .none }
+            stopping = true
+            return .cancel(refuseQueuedFlush: false)
+        case .sending(let flushQueued):
+            state = .stopped
+            return .cancel(refuseQueuedFlush: flushQueued)
+        case .idle, .backingOff, .flushing:
+            state = .stopped
+            return .cancel(refuseQueuedFlush: false)
+        }
+    }
+
+    /// Whether a pass, flush or drain starting now is cancelled at once.
+    var cancelsWork: Bool { state == .stopped || stopping }
+
+    var isShuttingDown: Bool {
+        if case .shuttingDown = state { return true }
+        return false
+    }
+}

@@ -1,0 +1,160 @@
+import Foundation
+import Testing
+@testable import Beacon
+import BeaconTesting
+
+/// The tracker's endings carried out: `run()` as a service runs it, and every order of two endings.
+@Suite("Lifecycle: run(), the endings in every order", .timeLimit(.minutes(1)))
+struct LifecycleTests {
+    static func configuration(_ dir: DeliveryTempDir, url: URL, grace: Duration = .seconds(2), configure: (inout DeliveryConfiguration) -> Void = { _ in }) -> Beacon.Configuration {
+        var config = Beacon.Configuration(directory: dir.path, serverURL: url)
+        config.lifecycleEvents = false
+        config.diagnostics = { _ in }
+        config.shutdownGrace = grace
+        var delivery = DeliveryConfiguration(url: url)
+        delivery.flushInterval = nil
+        delivery.batchSize = 10
+        delivery.backoff = .init(initial: .milliseconds(50), maximum: .milliseconds(200))
+        configure(&delivery)
+        config.delivery = delivery
+        return config
+    }
+
+    /// Events still pending in the log at `dir` (the tracker must have closed it).
+    static func onDisk(_ dir: DeliveryTempDir) throws -> UInt64 {
+        var readOnly = BeaconLog.Configuration(directory: dir.path)
+        readOnly.access = .readOnly
+        return try BeaconLog(configuration: readOnly).stats.pendingRecords
+    }
+
+    @Test("run() delivers while it runs (count trigger in the caller's task); cancelled, it returns within the grace with everything delivered")
+    func runCancelledDrains() async throws {
+        let dir = DeliveryTempDir()
+        defer { dir.remove() }
+        let collector = try LoopbackCollector()
+        defer { collector.stop() }
+        let beacon = try Beacon(configuration: Self.configuration(dir, url: collector.url, grace: .seconds(5)) { $0.flushBulkSize = 10 })
+        let running = Task { try await beacon.run() }
+        #expect(await eventually { beacon.life.withLock { $0.state.machine.state == .running } })
+        for n in 0..<40 { beacon.track("Numbered", properties: ["n": .int(n)]) }
+        // Delivered by run()'s loop (the count trigger), not by an ending.
+        #expect(await eventually(20) { collector.acceptedEvents.count >= 30 }, "delivery while running")
+        for n in 40..<57 { beacon.track("Numbered", properties: ["n": .int(n)]) }
+        let clock = ContinuousClock()
+        let began = clock.now
+        running.cancel()
+        try await running.value
+        let elapsed = began.duration(to: clock.now)
+        #expect(elapsed < .seconds(5) + .seconds(10), "\(elapsed): within the grace (5 s), allowing for a loaded machine")
+        #expect(collector.acceptedEvents.compactMap { numberedN($0) } == Array(0..<57), "everything tracked, once, in order")
+        #expect(try Self.onDisk(dir) == 0)
+        let report = await beacon.shutdown()
+        #expect(report.outcome.isComplete && report.remaining == 0, "a later shutdown returns the run's ending: \(report)")
+    }
+
+    @Test("run() in a task group cancelled while the collector is down: returns within the grace, every event stays on disk")
+    func runCancelledWhileCollectorDown() async throws {
+        let dir = DeliveryTempDir()
+        defer { dir.remove() }
+        let down = try LoopbackCollector()
+        let url = down.url
+        down.stop()  // connection refused from now on
+        let grace = Duration.seconds(1)
+        let beacon = try Beacon(configuration: Self.configuration(dir, url: url, grace: grace))
+        for n in 0..<25 { beacon.track("Numbered", properties: ["n": .int(n)]) }
+        let clock = ContinuousClock()
+        var began = clock.now
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await beacon.run() }
+            try await Task.sleep(for: .milliseconds(100))
+            began = clock.now
+            group.cancelAll()
+            try await group.waitForAll()
+        }
+        let elapsed = began.duration(to: clock.now)
+        #expect(elapsed < grace + .seconds(10), "\(elapsed): the grace (1 s) bounds the retries, allowing for a loaded machine")
+        #expect(try Self.onDisk(dir) == 25, "nothing lost: every event waits on disk for the next run")
+        let report = await beacon.shutdown()
+        #expect(report.sent == 0 && report.remaining == 25)
+        #expect(!report.outcome.isComplete, "\(report)")
+    }
+
+    /// The six ways to end, as the four behaviours they have.
+    enum Ending: String, CaseIterable, CustomTestStringConvertible {
+        case close, closeNow, shutdown, cancelledRun
+        var testDescription: String { rawValue }
+
+        /// Ends `beacon` this way; returns the report when the call gives one.
+        func perform(_ beacon: Beacon) async throws -> FlushResult? {
+            switch self {
+            case .close:
+                await beacon.close()
+                return nil
+            case .closeNow:
+                try await offPool { beacon.closeNow() }
+                return nil
+            case .shutdown:
+                return await beacon.shutdown(deadline: .seconds(10))
+            case .cancelledRun:
+                let running = Task { try await beacon.run() }
+                running.cancel()
+                try await running.value
+                return nil
+            }
+        }
+
+        var uploads: Bool { self == .shutdown || self == .cancelledRun }
+    }
+
+    static let pairs: [(Ending, Ending)] = Ending.allCases.flatMap { a in Ending.allCases.map { (a, $0) } }
+
+    @Test("every ending followed by every ending: the first decides, the second returns at once with its report; nothing is lost", arguments: pairs)
+    func endingsInEveryOrder(first: Ending, second: Ending) async throws {
+        let dir = DeliveryTempDir()
+        defer { dir.remove() }
+        let collector = try LoopbackCollector()
+        defer { collector.stop() }
+        let beacon = try Beacon(configuration: Self.configuration(dir, url: collector.url))
+        for n in 0..<20 { beacon.track("Numbered", properties: ["n": .int(n)]) }
+        let firstReport = try await first.perform(beacon)
+        let accepted = collector.acceptedEvents.compactMap { numberedN($0) }
+        let pending = try Self.onDisk(dir)
+        #expect(accepted == Array(0..<accepted.count), "in order")
+        #expect(UInt64(accepted.count) + pending == 20, "delivered or on disk: \(accepted.count) + \(pending)")
+        if first.uploads { #expect(pending == 0, "\(first) delivers what is pending") }
+        _ = try await second.perform(beacon)
+        #expect(collector.acceptedEvents.count == accepted.count, "the second ending sent nothing")
+        let report = await beacon.shutdown()
+        if let firstReport {
+            #expect(report.sent == firstReport.sent && report.remaining == firstReport.remaining && "\(report.outcome)" == "\(firstReport.outcome)")
+        }
+        #expect(report.remaining == pending)
+        if case .failed(let error) = report.outcome {
+            Issue.record("\(first) then \(second): the report says failed (\(error)); a close is not a failure")
+        }
+        if !first.uploads {
+            #expect(report.sent == 0 && (pending == 0 ? "\(report.outcome)" == "no data" : "\(report.outcome)" == "deadline reached"), "close's report: \(report)")
+        }
+        // The locks are free.
+        let reopened = try Beacon(configuration: Beacon.Configuration(directory: dir.path))
+        reopened.closeNow()
+    }
+
+    @Test("close() and shutdown() at once, in both orders of arrival: one ending, both return the same report")
+    func concurrentEndings() async throws {
+        for round in 0..<6 {
+            let dir = DeliveryTempDir()
+            defer { dir.remove() }
+            let collector = try LoopbackCollector()
+            defer { collector.stop() }
+            let beacon = try Beacon(configuration: Self.configuration(dir, url: collector.url))
+            for n in 0..<30 { beacon.track("Numbered", properties: ["n": .int(n)]) }
+            async let a: FlushResult = beacon.shutdown()
+            async let b: Void = round.isMultiple(of: 2) ? beacon.close() : try offPool { beacon.closeNow() }
+            let (report, _) = try await (a, b)
+            let again = await beacon.shutdown()
+            #expect("\(again)" == "\(report)", "round \(round)")
+            #expect(UInt64(collector.acceptedEvents.count) + (try Self.onDisk(dir)) == 30, "round \(round)")
+        }
+    }
+}
