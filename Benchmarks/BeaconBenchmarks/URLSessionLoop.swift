@@ -11,15 +11,7 @@ import FoundationNetworking
 enum URLSessionLoop {
     /// The bodies for `events` cut into requests of `batch` events.
     static func bodies(_ events: [[UInt8]], batch: Int, gzip: Bool) -> [Data] {
-        stride(from: 0, to: events.count, by: batch).map { start in
-            var body: [UInt8] = [UInt8(ascii: "[")]
-            for i in start..<min(events.count, start + batch) {
-                if i > start { body.append(UInt8(ascii: ",")) }
-                body += events[i]
-            }
-            body.append(UInt8(ascii: "]"))
-            return Data(gzip ? Gzip.compress(body) : body)
-        }
+        KeepAliveLoop.bodies(events, batch: batch, gzip: gzip).map { Data($0) }
     }
 
     /// POSTs `bodies` to `url` one after the other; returns the seconds taken. Throws on any
