@@ -30,7 +30,7 @@ let package = Package(
         .executableTarget(name: "BeaconCLI", dependencies: ["Beacon", "BeaconLog", "BeaconHTTPServer"]),
         .executableTarget(
             name: "BeaconBenchmarks",
-            dependencies: ["Beacon", "BeaconLog", "BeaconTesting"],
+            dependencies: ["Beacon", "BeaconLog", "BeaconTesting", "BeaconTestSupport"],
             path: "Benchmarks/BeaconBenchmarks"
         ),
         // A child process for crash tests: the tests start it and kill it with SIGKILL.

@@ -1,3 +1,4 @@
+import BeaconTestSupport
 import BeaconTesting
 import Foundation
 import Glibc
@@ -130,23 +131,11 @@ final class BenchCollector {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let tls = throwawayCertificate(in: directory)
         for _ in 0..<5 {
-            let port = try freePort()
-            var tlsPort = tls ? try freePort() : nil
-            while tlsPort == port { tlsPort = try freePort() }
+            let port = try freeLoopbackPort()
+            var tlsPort = tls ? try freeLoopbackPort() : nil
+            while tlsPort == port { tlsPort = try freeLoopbackPort() }
             let https = tlsPort.map { "server { listen 127.0.0.1:\($0) ssl; ssl_certificate \(directory)/tls.pem; ssl_certificate_key \(directory)/tls.key; location / { return 200; } }" } ?? ""
-            let config = """
-                daemon off;
-                worker_processes 1;
-                pid \(directory)/nginx.pid;
-                error_log \(directory)/error.log;
-                events { worker_connections 64; }
-                http {
-                    access_log off;
-                    client_body_temp_path \(directory)/body;
-                    proxy_temp_path \(directory)/proxy;
-                    fastcgi_temp_path \(directory)/fastcgi;
-                    uwsgi_temp_path \(directory)/uwsgi;
-                    scgi_temp_path \(directory)/scgi;
+            let config = nginxConfig(directory: directory, http: """
                     client_max_body_size 64m;
                     keepalive_requests 10000000;
                     keepalive_timeout 120s;
@@ -155,8 +144,7 @@ final class BenchCollector {
                         location / { return 200; }
                     }
                     \(https)
-                }
-                """
+                """)
             try config.write(toFile: directory + "/nginx.conf", atomically: true, encoding: .utf8)
             var actions = posix_spawn_file_actions_t()
             posix_spawn_file_actions_init(&actions)
@@ -174,7 +162,7 @@ final class BenchCollector {
             while now() < end {
                 var exitStatus: Int32 = 0
                 if waitpid(pid, &exitStatus, WNOHANG) == pid { break }
-                if canConnect(port) && tlsPort.map(canConnect) != false { return (pid, port, tlsPort) }
+                if loopbackAccepts(port) && tlsPort.map(loopbackAccepts) != false { return (pid, port, tlsPort) }
                 usleep(5000)
             }
             kill(pid, SIGKILL)
@@ -201,38 +189,9 @@ final class BenchCollector {
         return process.terminationStatus == 0
     }
 
-    /// A port of 127.0.0.1 free a moment ago.
-    static func freePort() throws -> UInt16 {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw BenchFailure("socket: \(String(cString: strerror(errno)))") }
-        defer { close(fd) }
-        var address = loopback(0)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard bound == 0 else { throw BenchFailure("bind: \(String(cString: strerror(errno)))") }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        return UInt16(bigEndian: address.sin_port)
-    }
-
-    static func canConnect(_ port: UInt16) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        var address = loopback(port)
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        } == 0
-    }
-
+    /// 127.0.0.1:`port` (the free port, the readiness check and the address are the test
+    /// support's: `freeLoopbackPort`, `loopbackAccepts`).
     static func loopback(_ port: UInt16) -> sockaddr_in {
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        return address
+        loopbackAddress(port)
     }
 }

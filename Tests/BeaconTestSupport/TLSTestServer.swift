@@ -132,8 +132,8 @@ public final class TLSTestServer: @unchecked Sendable {
         for _ in 0..<3 {
             var ports: [Site: UInt16] = [:]
             for site in Site.allCases {
-                var port = try Self.freePort()
-                while ports.values.contains(port) { port = try Self.freePort() }
+                var port = try freeLoopbackPort()
+                while ports.values.contains(port) { port = try freeLoopbackPort() }
                 ports[site] = port
             }
             try Self.config(pki, directory, ports).write(toFile: directory + "/nginx.conf", atomically: true, encoding: .utf8)
@@ -145,8 +145,8 @@ public final class TLSTestServer: @unchecked Sendable {
             process.standardError = FileHandle.nullDevice
             try process.run()
             let deadline = ContinuousClock.now + .seconds(10)
-            while process.isRunning, ContinuousClock.now < deadline, !ports.values.allSatisfy(Self.canConnect) { usleep(5000) }
-            if process.isRunning, ports.values.allSatisfy(Self.canConnect) {
+            while process.isRunning, ContinuousClock.now < deadline, !ports.values.allSatisfy(loopbackAccepts) { usleep(5000) }
+            if process.isRunning, ports.values.allSatisfy(loopbackAccepts) {
                 self.process = process
                 self.ports = ports
                 return
@@ -187,19 +187,7 @@ public final class TLSTestServer: @unchecked Sendable {
                 }
             """
         }
-        return """
-            daemon off;
-            worker_processes 1;
-            pid \(directory)/nginx.pid;
-            error_log \(directory)/error.log;
-            events { worker_connections 64; }
-            http {
-                access_log off;
-                client_body_temp_path \(directory)/body;
-                proxy_temp_path \(directory)/proxy;
-                fastcgi_temp_path \(directory)/fastcgi;
-                uwsgi_temp_path \(directory)/uwsgi;
-                scgi_temp_path \(directory)/scgi;
+        return nginxConfig(directory: directory, http: """
                 client_max_body_size 16m;
                 ssl_session_cache shared:beacon:1m;
             \(server(.good, "good", "keepalive_requests 2;"))
@@ -222,8 +210,7 @@ public final class TLSTestServer: @unchecked Sendable {
                     listen 127.0.0.1:\(ports[.plain]!);
                     location / { return 200 "ok\\n"; }
                 }
-            }
-            """
+            """)
     }
 
     /// Runs `executable` with `arguments` in `directory` and returns its output; throws with it
@@ -246,41 +233,64 @@ public final class TLSTestServer: @unchecked Sendable {
         }
         return text
     }
+}
 
-    /// A port of 127.0.0.1 free a moment ago.
-    static func freePort() throws -> UInt16 {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw TLSTestError("socket: \(String(cString: strerror(errno)))") }
-        defer { close(fd) }
-        var address = loopback(0)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard bound == 0 else { throw TLSTestError("bind: \(String(cString: strerror(errno)))") }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        return UInt16(bigEndian: address.sin_port)
+/// A port of 127.0.0.1 free a moment ago (bound to port 0, read back, closed).
+public func freeLoopbackPort() throws -> UInt16 {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw TLSTestError("socket: \(String(cString: strerror(errno)))") }
+    defer { close(fd) }
+    var address = loopbackAddress(0)
+    let bound = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
     }
+    guard bound == 0 else { throw TLSTestError("bind: \(String(cString: strerror(errno)))") }
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+    }
+    return UInt16(bigEndian: address.sin_port)
+}
 
-    static func canConnect(_ port: UInt16) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        var address = loopback(port)
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        } == 0
-    }
+/// Whether something accepts TCP connections on 127.0.0.1:`port`.
+public func loopbackAccepts(_ port: UInt16) -> Bool {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { return false }
+    defer { close(fd) }
+    var address = loopbackAddress(port)
+    return withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    } == 0
+}
 
-    static func loopback(_ port: UInt16) -> sockaddr_in {
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        return address
+/// 127.0.0.1:`port`.
+public func loopbackAddress(_ port: UInt16) -> sockaddr_in {
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = port.bigEndian
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    return address
+}
+
+/// An nginx configuration running in the foreground with one worker, every file (pid, logs,
+/// temporary bodies) in `directory`, and `http` inside its `http` block.
+public func nginxConfig(directory: String, http: String) -> String {
+    """
+    daemon off;
+    worker_processes 1;
+    pid \(directory)/nginx.pid;
+    error_log \(directory)/error.log;
+    events { worker_connections 64; }
+    http {
+        access_log off;
+        client_body_temp_path \(directory)/body;
+        proxy_temp_path \(directory)/proxy;
+        fastcgi_temp_path \(directory)/fastcgi;
+        uwsgi_temp_path \(directory)/uwsgi;
+        scgi_temp_path \(directory)/scgi;
+    \(http)
     }
+    """
 }
 
 /// `name` on PATH or in `extra` directories, if executable.

@@ -15,15 +15,7 @@ struct SocketTransportTLSTests {
 
     /// The error `transport` throws for `url` (an issue when it answers instead).
     func refusal(_ transport: SocketTransport, _ url: URL) async -> TransportError? {
-        do {
-            let response = try await transport.send(request(url))
-            Issue.record("\(url) answered \(response.status): expected a refusal")
-        } catch let error as TransportError {
-            return error
-        } catch {
-            Issue.record("not a TransportError: \(error)")
-        }
-        return nil
+        await SocketTransportTests().failure { try await transport.send(request(url)) }
     }
 
     @Test("a certificate from the CA named by caFile is delivered to, by host name (DNS SAN) and by 127.0.0.1 (IP SAN)")
@@ -151,16 +143,16 @@ struct SocketTransportTLSTests {
                 Issue.record("expected a failure, got \(result)")
                 return
             }
-            #expect((error as? DeliveryError)?.code == .configuration, "\(error)")
+            #expect(error.code == .configuration, "\(error)")
             #expect("\(error)".contains("unable to get local issuer certificate"), "\(error)")
             #expect(result.sent == 0 && result.remaining == 7)
             #expect(await refused.stats.paused == "TLS")
             #expect(reports.withLock { $0.count } == 1, "reported once: \(reports.withLock { $0 })")
-            await refused.shutdown(deadline: .zero)
+            _ = await refused.shutdown(deadline: .zero)
             let trusting = Uploader(log: log, configuration: configuration, transport: try SocketTransport(tls: TLSConfiguration(caFile: server.pki.caFile)), diagnostics: { _ in })
             let delivered = await trusting.flush()
             #expect(delivered.sent == 7, "\(delivered)")
-            await trusting.shutdown(deadline: .zero)
+            _ = await trusting.shutdown(deadline: .zero)
             try log.close()
         }
     }
