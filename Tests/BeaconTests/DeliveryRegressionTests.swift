@@ -32,7 +32,8 @@ import BeaconTesting
         let dir = DeliveryTempDir()
         defer { dir.remove() }
         let log = try deliveryLog(dir, events: 0..<5)
-        let transport = InMemoryTransport(replies: [.status(503, headers: ["Retry-After": "2"])])
+        // 30 s: far beyond any stall of a loaded machine between the flush and the shutdown below.
+        let transport = InMemoryTransport(replies: [.status(503, headers: ["Retry-After": "30"])])
         transport.defaultReply = .hang
         let uploader = Uploader(log: log, configuration: testDelivery(), transport: transport)
         _ = await uploader.flush()

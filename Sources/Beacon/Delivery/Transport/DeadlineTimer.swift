@@ -68,11 +68,13 @@ final class DeadlineTimer: @unchecked Sendable {
     private func fire() {
         let due = state.withLock { s -> [@Sendable () -> Void] in
             let now = DispatchTime.now().uptimeNanoseconds
-            var due: [@Sendable () -> Void] = []
+            // Earliest first (then in the order added) when several are overdue: a late wake-up
+            // of a loaded machine must not run them in the dictionary's order.
+            var overdue: [(deadline: UInt64, id: UInt64, action: @Sendable () -> Void)] = []
             var next: UInt64?
             for (id, entry) in s.actions {
                 if entry.deadline <= now {
-                    due.append(entry.action)
+                    overdue.append((entry.deadline, id, entry.action))
                     s.actions.removeValue(forKey: id)
                 } else if next.map({ entry.deadline < $0 }) ?? true {
                     next = entry.deadline
@@ -82,7 +84,7 @@ final class DeadlineTimer: @unchecked Sendable {
             if let next {
                 timer.schedule(deadline: DispatchTime(uptimeNanoseconds: next), repeating: .never, leeway: .nanoseconds(0))
             }
-            return due
+            return overdue.sorted { ($0.deadline, $0.id) < ($1.deadline, $1.id) }.map(\.action)
         }
         for action in due { action() }
     }
