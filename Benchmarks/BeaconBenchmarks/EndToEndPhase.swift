@@ -45,6 +45,7 @@ enum EndToEndPhase: BenchPhase {
         var config = Beacon.Configuration(directory: try context.scratch("beacon-endtoend-\(mode)"), serverURL: collector.url)
         config.lifecycleEvents = false
         config.maxBytes = 4 << 30
+        config.backpressure = .blockCallingThread(timeout: .seconds(30))   // the benchmark's own thread
         config.transport = transport
         let beacon = try Beacon(configuration: config)
         let start = Memory.currentMiB
@@ -79,6 +80,7 @@ enum EndToEndPhase: BenchPhase {
         var config = Beacon.Configuration(directory: dir)
         config.lifecycleEvents = false
         config.maxBytes = 4 << 30
+        config.backpressure = .blockCallingThread(timeout: .seconds(30))
         let beacon = try Beacon(configuration: config)
         for i in 0..<n {
             beacon.track("Purchase", properties: ["price": 9.99, "item": "book", "count": 3, "vip": true], distinctId: users[i % 1000])

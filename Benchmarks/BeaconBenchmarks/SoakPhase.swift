@@ -31,6 +31,7 @@ enum SoakPhase: BenchPhase {
         defer { collector.stop() }
         var config = Beacon.Configuration(directory: try context.scratch("beacon-soak"), serverURL: collector.url)
         config.lifecycleEvents = false
+        config.backpressure = .blockCallingThread(timeout: .seconds(30))   // the backlog is tracked flat out on this thread
         switch options.transport {
         case "socket": config.transport = SocketTransport()
         case "urlsession": config.transport = HTTPTransport()

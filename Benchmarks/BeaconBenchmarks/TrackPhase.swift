@@ -71,6 +71,8 @@ enum TrackPhase: BenchPhase {
         var config = Beacon.Configuration(directory: directory)
         config.lifecycleEvents = false
         config.maxBytes = 4 << 30
+        // The producers are the benchmark's own threads: wait for the disk rather than drop.
+        config.backpressure = .blockCallingThread(timeout: .seconds(30))
         return config
     }
 

@@ -10,6 +10,7 @@ var benchPhases: [any BenchPhase.Type] {
         DrainPhase.self,
         OpenPhase.self,
         TrackPhase.self,
+        StallPhase.self,
         UploadPhase.self,
         SidecarPhase.self,
         EndToEndPhase.self,

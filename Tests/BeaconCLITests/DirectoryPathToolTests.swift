@@ -13,10 +13,13 @@ struct DirectoryPathToolTests {
         shape.replacingOccurrences(of: "ABSOLUTE", with: root)
     }
 
-    /// A fresh temporary directory to run the tool in.
+    /// A fresh directory to run the tool in, one level below a fresh temporary directory, so that
+    /// `ABSOLUTE/../up/d` stays inside what the test removes (it escaped to `/tmp/up/d`, shared by
+    /// every run on the machine and left behind).
     static func withRoot(_ body: (String) throws -> Void) throws {
-        try withTemporaryDirectory { root in
-            try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: false)
+        try withTemporaryDirectory { top in
+            let root = top + "/root"
+            try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
             try body(root)
         }
     }

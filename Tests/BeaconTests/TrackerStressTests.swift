@@ -53,7 +53,7 @@ func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
         }
     }
 
-    @Test(arguments: [Beacon.Backpressure.dropNewest, .block(timeout: .zero)])
+    @Test(arguments: [Beacon.Backpressure.dropNewest, .blockCallingThread(timeout: .zero)])
     func backpressureDropsAreCounted(_ policy: Beacon.Backpressure) async throws {
         try await withTrackerDirectoryOffPool { dir in
             var config = Beacon.Configuration.testing(dir)
@@ -85,7 +85,7 @@ func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
             var config = Beacon.Configuration.testing(dir)
             config.handoffBytes = 1
             config.durability = .everyRecord
-            config.backpressure = .block(timeout: .seconds(30))
+            config.backpressure = .blockCallingThread(timeout: .seconds(30))
             let beacon = try Beacon(configuration: config)
             onThreads(2) { t in
                 for i in 0..<150 { beacon.track("Burst", properties: ["t": .int(t), "i": .int(i)]) }
@@ -102,7 +102,7 @@ func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
         try await withTrackerDirectoryOffPool { dir in
             var config = Beacon.Configuration.testing(dir)
             config.handoffBytes = 64 * 1024          // a small backlog: each sync waits for little
-            config.backpressure = .block(timeout: .seconds(60))   // the busy thread fills it: wait, never drop
+            config.backpressure = .blockCallingThread(timeout: .seconds(60))   // the busy thread fills it: wait, never drop
             let beacon = try Beacon(configuration: config)
             let stop = Atomic<Bool>(false)
             let finished = Atomic<Bool>(false)
@@ -141,7 +141,7 @@ func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
             config.durability = .everyRecord
             let log = try BeaconLog(configuration: config)
             let calls = Mutex(0)
-            let writer = EventWriter(log: log, capacity: 1 << 20, backpressure: .block(timeout: .seconds(30)), recordsPerAppend: 7,
+            let writer = EventWriter(log: log, capacity: 1 << 20, backpressure: .blockCallingThread(timeout: .seconds(30)), recordsPerAppend: 7,
                                      hooks: .init(onAppended: { _ in calls.withLock { $0 += 1 } }, onFailure: { _, _, _ in }))
             for i in 0..<1000 { #expect(writer.enqueue(Array(#"{"i":\#(i)}"#.utf8)).isQueued) }
             writer.close()

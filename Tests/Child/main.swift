@@ -6,6 +6,7 @@
 //   beacon-test-child track ...   Beacon tracker (TrackChild.swift)
 //   beacon-test-child deliver ... tracker + uploader to a collector (DeliverChild.swift)
 //   beacon-test-child upload ...  an uploader alone draining a backlog (UploadChild.swift)
+//   beacon-test-child stall ...   a frozen writer and a probe on the cooperative pool (StallChild.swift)
 import Foundation
 
 let arguments = Array(CommandLine.arguments.dropFirst())
@@ -15,7 +16,8 @@ case "lock": runLockChild(Array(arguments.dropFirst()))
 case "track": runTrackChild(Array(arguments.dropFirst()))
 case "deliver": runDeliverChild(Array(arguments.dropFirst()))
 case "upload": runUploadChild(Array(arguments.dropFirst()))
+case "stall": runStallChild(Array(arguments.dropFirst()))
 default:
-    FileHandle.standardError.write(Data("usage: beacon-test-child log|lock|track|deliver|upload ARGS...\n".utf8))
+    FileHandle.standardError.write(Data("usage: beacon-test-child log|lock|track|deliver|upload|stall ARGS...\n".utf8))
     exit(64)
 }

@@ -8,9 +8,14 @@ import Glibc
 /// the bytes into a bounded (by bytes) FIFO. The writer thread takes everything queued at once and
 /// hands it to `BeaconLog.append(contentsOf:)`: one group commit for all of it. The order of the
 /// log is the order of `enqueue` calls, decided under the same lock that queues the bytes.
+///
+/// When the FIFO is full, ``enqueue(_:)`` drops (`.dropNewest`) or blocks its caller
+/// (`.blockCallingThread`), and ``enqueueWaitingForRoom(_:)`` suspends its task without holding a
+/// thread: the writer queues the waiting records itself, first come first served, as it takes
+/// batches, and resumes their tasks.
 final class EventWriter: Sendable {
     /// Whether an event was queued, and if not, why it was dropped.
-    enum Outcome {
+    enum Outcome: Sendable {
         case queued
         case dropped(reason: DropReason)
 
@@ -38,6 +43,13 @@ final class EventWriter: Sendable {
     let recordsPerAppend: Int
     private let lock: ConditionLock<State>
 
+    /// A record whose task waits for room (``enqueueWaitingForRoom(_:)``).
+    struct RoomWaiter: Sendable {
+        let id: UInt64
+        let record: [UInt8]
+        let continuation: CheckedContinuation<Outcome, Never>
+    }
+
     /// Everything the `track` threads and the writer thread share, reachable only under `lock`.
     struct State: Sendable {
         var queue: [[UInt8]] = []
@@ -54,10 +66,28 @@ final class EventWriter: Sendable {
         var finished = false
         var writerWaiting = false
         var waiters = 0
+        /// Tasks suspended until their record fits, oldest first; the writer queues them.
+        var roomWaiters: [RoomWaiter] = []
+        var nextRoomWaiterId: UInt64 = 0
+        /// A test seam: while true the writer takes nothing from the queue (a stalled disk).
+        var frozen = false
         var hooks: Hooks
         /// The writer thread, so that `close` called from a hook (on that thread) does not wait
         /// for itself.
         var writerThread: pthread_t?
+
+        /// True when `count` more bytes fit in the queue. A record larger than the whole capacity
+        /// fits an empty queue, so that it is never refused for its size alone.
+        func fits(_ count: Int, capacity: Int) -> Bool {
+            queue.isEmpty || queuedBytes + count <= capacity
+        }
+
+        /// Queues one record (the caller holds the lock and has checked `closing`).
+        mutating func append(_ record: [UInt8]) {
+            queue.append(record)
+            queuedBytes += record.count
+            enqueuedTotal += 1
+        }
 
         /// True when the caller is the writer thread.
         var onWriterThread: Bool {
@@ -75,7 +105,7 @@ final class EventWriter: Sendable {
         state.queue.reserveCapacity(1024)
         lock = ConditionLock(state)
         let thread = Thread { [self] in run() }
-        thread.name = "beacon.writer"
+        thread.name = EventWriter.threadName
         thread.start()
     }
 
@@ -84,22 +114,39 @@ final class EventWriter: Sendable {
         lock.withLock { $0.state.hooks.onAppended = hook }
     }
 
-    /// Queues one encoded record. Never touches the disk; waits only under `.block` when the queue
-    /// is full.
+    /// The writer thread's name, as `/proc/PID/task/TID/comm`, `top -H` and `perf` show it
+    /// (at most 15 bytes: the kernel's limit).
+    static let threadName = "beacon-writer"
+
+    /// Names the calling thread for the kernel (`/proc/self/task/TID/comm`, `top -H`, `perf`):
+    /// Foundation's `Thread.name` does not reach it on Linux. `pthread_setname_np` is a GNU
+    /// extension the Glibc module does not import, so it is looked up by name; without it (not
+    /// glibc) the thread keeps its name.
+    static func nameCurrentThread(_ name: String) {
+        typealias SetName = @convention(c) (pthread_t, UnsafePointer<CChar>) -> Int32
+        guard let process = dlopen(nil, RTLD_NOW) else { return }
+        defer { dlclose(process) }
+        guard let symbol = dlsym(process, "pthread_setname_np") else { return }
+        let setName = unsafeBitCast(symbol, to: SetName.self)
+        _ = setName(pthread_self(), String(name.utf8.prefix(15))!)
+    }
+
+    /// Queues one encoded record. Never touches the disk; when the queue is full it drops
+    /// (`.dropNewest`) or, only under `.blockCallingThread`, blocks the calling thread.
     func enqueue(_ record: [UInt8]) -> Outcome {
         lock.withLock { held -> Outcome in
             if held.state.closing { return .dropped(reason: .closed) }
-            if held.state.queuedBytes + record.count > capacity && !held.state.queue.isEmpty {
+            if !held.state.fits(record.count, capacity: capacity) {
                 switch backpressure {
                 case .dropNewest:
                     return .dropped(reason: .backpressure)
-                case .block(let timeout):
+                case .blockCallingThread(let timeout):
                     let deadline = monotonicNanoseconds() + UInt64(max(0, timeout.nanoseconds))
                     held.state.waiters += 1
                     var timedOut = false
-                    while held.state.queuedBytes + record.count > capacity && !held.state.queue.isEmpty && !held.state.closing {
+                    while !held.state.fits(record.count, capacity: capacity) && !held.state.closing {
                         if !held.wait(untilNanoseconds: deadline), monotonicNanoseconds() >= deadline {
-                            timedOut = held.state.queuedBytes + record.count > capacity && !held.state.queue.isEmpty
+                            timedOut = !held.state.fits(record.count, capacity: capacity)
                             break
                         }
                     }
@@ -108,17 +155,73 @@ final class EventWriter: Sendable {
                     if timedOut { return .dropped(reason: .backpressureTimeout) }
                 }
             }
-            held.state.queue.append(record)
-            held.state.queuedBytes += record.count
-            held.state.enqueuedTotal += 1
+            held.state.append(record)
             if held.state.writerWaiting { held.broadcast() }
             return .queued
+        }
+    }
+
+    /// Queues one encoded record, suspending the calling task (never blocking its thread) while
+    /// the queue is full. The writer queues the record as soon as it has room, after the records
+    /// that waited longer, and resumes the task.
+    ///
+    /// Returns `.dropped(.closed)` when the writer closes first, and `.dropped(.backpressure)`
+    /// when the task is cancelled while it waits.
+    func enqueueWaitingForRoom(_ record: [UInt8]) async -> Outcome {
+        let immediate = lock.withLock { held -> (outcome: Outcome?, id: UInt64) in
+            if held.state.closing { return (.dropped(reason: .closed), 0) }
+            if held.state.roomWaiters.isEmpty && held.state.fits(record.count, capacity: capacity) {
+                held.state.append(record)
+                if held.state.writerWaiting { held.broadcast() }
+                return (.queued, 0)
+            }
+            held.state.nextRoomWaiterId += 1
+            return (nil, held.state.nextRoomWaiterId)
+        }
+        if let outcome = immediate.outcome { return outcome }
+        let id = immediate.id
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Outcome, Never>) in
+                let now = lock.withLock { held -> Outcome? in
+                    // Cancelled before the handler below could find the waiter: it never will.
+                    if Task.isCancelled { return .dropped(reason: .backpressure) }
+                    if held.state.closing { return .dropped(reason: .closed) }
+                    if held.state.roomWaiters.isEmpty && held.state.fits(record.count, capacity: capacity) {
+                        held.state.append(record)
+                        if held.state.writerWaiting { held.broadcast() }
+                        return .queued
+                    }
+                    held.state.roomWaiters.append(RoomWaiter(id: id, record: record, continuation: continuation))
+                    return nil
+                }
+                if let now { continuation.resume(returning: now) }
+            }
+        } onCancel: {
+            let cancelled = lock.withLock { held -> RoomWaiter? in
+                guard let index = held.state.roomWaiters.firstIndex(where: { $0.id == id }) else { return nil }
+                return held.state.roomWaiters.remove(at: index)
+            }
+            cancelled?.continuation.resume(returning: .dropped(reason: .backpressure))
+        }
+    }
+
+    /// A test seam: a frozen writer takes nothing from the queue, like one stuck in a stalled
+    /// disk's `write` or `fsync`. Closing unfreezes it.
+    func setFrozen(_ frozen: Bool) {
+        lock.withLock { held in
+            held.state.frozen = frozen
+            held.broadcast()
         }
     }
 
     /// Records handed to the writer that the log did not refuse: written, being written or queued.
     var accepted: UInt64 {
         lock.withLock { $0.state.enqueuedTotal - $0.state.refusedTotal }
+    }
+
+    /// Tasks suspended in ``enqueueWaitingForRoom(_:)``.
+    var roomWaiterCount: Int {
+        lock.withLock { $0.state.roomWaiters.count }
     }
 
     /// True on the writer thread itself (a hook, or a tracker released there).
@@ -142,24 +245,30 @@ final class EventWriter: Sendable {
     /// Stops accepting records, writes what is queued and stops the thread. Blocks until done,
     /// except when called on the writer thread itself (from a hook), where it only asks it to stop.
     func close() {
-        lock.withLock { held in
+        let abandoned = lock.withLock { held -> [RoomWaiter] in
             held.state.closing = true
             held.broadcast()
-            if held.state.onWriterThread { return }
+            let abandoned = held.state.roomWaiters
+            held.state.roomWaiters = []
+            if held.state.onWriterThread { return abandoned }
             held.state.waiters += 1
             while !held.state.finished { held.wait() }
             held.state.waiters -= 1
+            return abandoned
         }
+        for waiter in abandoned { waiter.continuation.resume(returning: .dropped(reason: .closed)) }
     }
 
     private func run() {
         var batch: [[UInt8]] = []
         batch.reserveCapacity(1024)
+        EventWriter.nameCurrentThread(EventWriter.threadName)
         lock.withLock { $0.state.writerThread = pthread_self() }
+        var admitted: [RoomWaiter] = []
         while true {
             // Takes everything queued, or returns nil once closing with nothing left.
             let hooks = lock.withLock { held -> Hooks? in
-                while held.state.queue.isEmpty && !held.state.closing {
+                while (held.state.queue.isEmpty || held.state.frozen) && !held.state.closing {
                     held.state.writerWaiting = true
                     held.wait()
                     held.state.writerWaiting = false
@@ -172,10 +281,23 @@ final class EventWriter: Sendable {
                 swap(&batch, &held.state.queue)
                 held.state.writing = batch.count
                 held.state.queuedBytes = 0
+                // The tasks waiting for room go first into the emptied queue, oldest first.
+                var fitting = 0
+                while fitting < held.state.roomWaiters.count, !held.state.closing,
+                      held.state.fits(held.state.roomWaiters[fitting].record.count, capacity: capacity) {
+                    held.state.append(held.state.roomWaiters[fitting].record)
+                    fitting += 1
+                }
+                if fitting > 0 {
+                    admitted.append(contentsOf: held.state.roomWaiters[..<fitting])
+                    held.state.roomWaiters.removeFirst(fitting)
+                }
                 if held.state.waiters > 0 { held.broadcast() }
                 return held.state.hooks
             }
             guard let hooks else { return }
+            for waiter in admitted { waiter.continuation.resume(returning: .queued) }
+            admitted.removeAll(keepingCapacity: true)
 
             write(batch, hooks: hooks)
             batch.removeAll(keepingCapacity: true)    // frees the records outside the lock

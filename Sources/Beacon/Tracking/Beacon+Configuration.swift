@@ -4,11 +4,26 @@ import Foundation
 extension Beacon {
     /// What `track` does when the in-memory hand-off to the writer is full (the disk has fallen
     /// behind by ``Configuration/handoffBytes``).
+    ///
+    /// `track` runs on its caller's thread, which in a service is usually one it does not own: one
+    /// of Swift concurrency's cooperative threads (as many as cores) or a NIO event loop. Blocking
+    /// such a thread stalls every task or connection it serves, so the default drops. A caller that
+    /// would rather wait calls ``Beacon/trackWaitingForRoom(_:properties:distinctId:)``, which
+    /// suspends its task without holding a thread.
     public enum Backpressure: Sendable, Equatable {
-        /// Wait up to `timeout` for room, then drop the event (counted as ``DropReason/backpressureTimeout``).
-        case block(timeout: Duration)
-        /// Drop the event at once (counted as ``DropReason/backpressure``).
+        /// Drop the event at once, counted as ``DropReason/backpressure`` in ``BeaconStats/dropped``;
+        /// the first drop is reported as a diagnostic (then at most one per
+        /// ``Configuration/diagnosticsInterval``, with the count of those not reported). The default.
         case dropNewest
+        /// Block the calling thread up to `timeout` for room, then drop the event (counted as
+        /// ``DropReason/backpressureTimeout``). Only for threads you own (a `Thread` or a queue of your own,
+        /// a command-line tool): never set it where `track` runs on the cooperative pool or a NIO
+        /// event loop, where a stalled disk would stall every request of the process.
+        case blockCallingThread(timeout: Duration)
+
+        /// The earlier name of ``blockCallingThread(timeout:)``.
+        @available(*, deprecated, renamed: "blockCallingThread(timeout:)")
+        public static func block(timeout: Duration) -> Backpressure { .blockCallingThread(timeout: timeout) }
     }
 
     /// How to open a tracker. Every property has a documented default.
@@ -48,23 +63,31 @@ extension Beacon {
 
         /// The most encoded bytes waiting for the writer. Default 8 MiB (about 40,000 typical events).
         public var handoffBytes: Int = 8 << 20
-        /// What `track` does when `handoffBytes` are waiting. Default `.block(timeout: .milliseconds(100))`.
+        /// What `track` does when `handoffBytes` are waiting. Default `.dropNewest`: `track` never
+        /// waits, whatever thread calls it.
         ///
-        /// The hand-off is full only when the disk has fallen behind by tens of thousands of events,
-        /// far beyond what one fsync explains; then slowing producers for a bounded moment is
-        /// better than losing events silently, and the timeout keeps a stalled disk from hanging
-        /// request handlers: after it the event is dropped and counted. Use `.dropNewest` where
-        /// `track` must never wait at all.
-        public var backpressure: Backpressure = .block(timeout: .milliseconds(100))
+        /// The hand-off is full only when the disk has fallen behind by tens of thousands of events
+        /// (a stalled or failing disk, far beyond what one fsync explains). Dropped events are
+        /// counted in ``BeaconStats/dropped`` and reported (rate-limited) to ``diagnostics``.
+        /// To wait instead: ``Beacon/trackWaitingForRoom(_:properties:distinctId:)`` from async
+        /// code, or `.blockCallingThread(timeout:)` on threads you own.
+        public var backpressure: Backpressure = .dropNewest
 
         // MARK: Events and diagnostics
 
         /// Track `$AppStart` when the tracker opens and `$AppEnd` (with the uptime as
         /// `$event_duration`) when it closes. Default true.
         public var lifecycleEvents: Bool = true
-        /// Receives every refused input and every dropped or failed write. Default: one line on
-        /// standard error, at most 10 a second (the rest are counted and summarised).
+        /// Receives refused inputs and dropped or failed writes, rate-limited at the source (see
+        /// ``diagnosticsInterval``), so any sink (a swift-log `Logger`, say) is safe to plug in.
+        /// Default: one line on standard error, at most 10 a second.
         public var diagnostics: @Sendable (BeaconDiagnostic) -> Void = BeaconDiagnostic.standardError()
+        /// The same diagnostic (same ``BeaconDiagnostic/kind`` and ``BeaconDiagnostic/subject``)
+        /// reaches ``diagnostics`` at most once per interval; the next one that does carries, in
+        /// ``BeaconDiagnostic/suppressed``, how many were held back (when none comes, a summary does
+        /// once the interval has passed, at the latest when the tracker closes). Default 10 s on
+        /// ``monotonicClock``; `.zero` passes every diagnostic through.
+        public var diagnosticsInterval: Duration = .seconds(10)
 
         // MARK: Injection for tests
 

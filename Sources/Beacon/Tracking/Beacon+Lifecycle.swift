@@ -203,5 +203,6 @@ extension Beacon {
     /// Closes the log (final fsync, locks released). Only an ending calls it, once.
     func closeLog() {
         do { try log.close() } catch { noteStorageError(error) }
+        diagnosticLimiter.flush()   // what rate limiting held back is reported, not lost
     }
 }

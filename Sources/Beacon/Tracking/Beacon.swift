@@ -6,11 +6,16 @@ import Synchronization
 /// A durable analytics tracker for a Linux service: events, identity, profiles, timers and
 /// lifecycle events, recorded in a crash-safe ``BeaconLog``.
 ///
-/// `track` is synchronous, never throws and never waits for the disk: it validates and encodes
-/// the event to JSON bytes on the caller's thread and hands them to one writer thread, which
-/// group-commits them to the log. Events reach the log in the order of the `track` calls.
+/// `track` is synchronous, never throws and never waits: it validates and encodes the event to
+/// JSON bytes on the caller's thread and hands them to one writer thread, which group-commits them
+/// to the log. Events reach the log in the order of the `track` calls. When the disk falls far
+/// behind, `track` drops and counts (see ``Configuration/backpressure``);
+/// ``trackWaitingForRoom(_:properties:distinctId:)`` suspends instead.
 ///
 /// ```swift
+/// import Beacon
+/// import Foundation
+///
 /// let beacon = try Beacon(configuration: .init(directory: "/var/lib/app/beacon"))
 /// beacon.track("Purchase", properties: ["price": 9.99, "item": "book", "vip": true])
 /// await beacon.close()
@@ -45,6 +50,8 @@ public final class Beacon: Sendable {
     let delivery: DeliveryState
     /// Pending events the log's quota deleted since the tracker opened.
     let quotaDrops = QuotaDrops()
+    /// Rate-limits `configuration.diagnostics` at the source; flushed when the log closes.
+    let diagnosticLimiter: DiagnosticLimiter
 
     struct Context: Sendable {
         var identity: IdentityStore.Identity
@@ -65,6 +72,13 @@ public final class Beacon: Sendable {
     /// Throws ``BeaconLogError`` if the log cannot be opened, for example `.locked` when another
     /// tracker (in this or another process) uses the directory.
     public init(configuration: Configuration) throws {
+        // Every diagnostic, the delivery side's included, goes through the limiter.
+        var configuration = configuration
+        let limiter = DiagnosticLimiter(interval: configuration.diagnosticsInterval,
+                                        now: Beacon.elapsedClock(configuration.monotonicClock),
+                                        sink: configuration.diagnostics)
+        configuration.diagnostics = { limiter.report($0) }
+        self.diagnosticLimiter = limiter
         self.configuration = configuration
         var logConfig = BeaconLog.Configuration(directory: configuration.directory)
         logConfig.durability = configuration.durability
@@ -78,7 +92,7 @@ public final class Beacon: Sendable {
         let quotaDrops = self.quotaDrops, maxBytes = configuration.maxBytes, report = configuration.diagnostics
         logConfig.onDropped = { records in
             guard let message = quotaDrops.message(dropped: records, maxBytes: maxBytes) else { return }
-            report(BeaconDiagnostic(kind: .dropped, message: message))
+            report(BeaconDiagnostic(kind: .dropped, message: message, subject: DropReason.quotaDeleted.name))
         }
         let log = try BeaconLog(configuration: logConfig)
         quotaDrops.opened(log)
@@ -127,7 +141,7 @@ public final class Beacon: Sendable {
                 }
                 diagnostics(BeaconDiagnostic(kind: reason == nil ? .storage : .dropped, message: reason.map {
                     "the log refused \(records) records (\($0)): \(error)"
-                } ?? "the log could not write \(records) records yet; they are kept in memory: \(error)"))
+                } ?? "the log could not write \(records) records yet; they are kept in memory: \(error)", subject: reason?.name ?? "kept"))
             }))
         startDelivery()
         if configuration.lifecycleEvents {
@@ -150,8 +164,9 @@ public final class Beacon: Sendable {
     /// Records an event with `properties`, for the current user (the login id, else the anonymous
     /// id) or for `distinctId` when given (a multi-user service).
     ///
-    /// Synchronous, never throws, never waits for the disk (except under `.block` backpressure when
-    /// the hand-off is full). Invalid input is refused with a diagnostic and counted in `stats`.
+    /// Synchronous, never throws, never waits for the disk: when the hand-off to the writer is
+    /// full it drops the event and counts it (except under `.blockCallingThread` backpressure).
+    /// Invalid input is refused with a diagnostic and counted in `stats`.
     ///
     /// ```swift
     /// beacon.track("Purchase", properties: ["price": 9.99, "item": "book"])
@@ -163,6 +178,29 @@ public final class Beacon: Sendable {
     public func track(_ event: String, properties: [String: PropertyValue] = [:], distinctId: String? = nil) {
         record(RecordEncoder.Input(type: .track, event: event, properties: properties, distinctId: distinctId,
                                    durationMicroseconds: nil, withPresets: true))
+    }
+
+    /// Records an event like ``track(_:properties:distinctId:)``, but when the hand-off to the
+    /// writer is full (the disk has fallen far behind) suspends the calling task until there is
+    /// room, instead of dropping the event. It never blocks a thread: the task gives its thread
+    /// back and the writer resumes it. Waiting events are queued oldest first.
+    ///
+    /// The event is dropped and counted anyway when the tracker closes while it waits (``DropReason/closed``)
+    /// or the task is cancelled (``DropReason/backpressure``). A request handler that calls this waits as
+    /// long as the disk does: bound it with the request's own timeout.
+    ///
+    /// ```swift
+    /// await beacon.trackWaitingForRoom("Import", properties: ["rows": 1200])
+    /// ```
+    public func trackWaitingForRoom(_ event: String, properties: [String: PropertyValue] = [:], distinctId: String? = nil) async {
+        await recordWaitingForRoom(RecordEncoder.Input(type: .track, event: event, properties: properties, distinctId: distinctId,
+                                                       durationMicroseconds: nil, withPresets: true))
+    }
+
+    /// A test seam: freezes the writer thread (it takes nothing from the hand-off, like a writer
+    /// stuck in a stalled disk) or thaws it. Closing thaws it.
+    package func setWriterFrozen(_ frozen: Bool) {
+        writer.setFrozen(frozen)
     }
 
     /// Throws the ``BeaconValidationError`` that `track` would report for this input, or nothing if
@@ -189,26 +227,44 @@ public final class Beacon: Sendable {
 
     /// Validates, encodes and queues one record; reports and counts what is refused or dropped.
     func record(_ input: RecordEncoder.Input) {
+        guard let bytes = accept(input) else { return }
+        noteDropped(writer.enqueue(bytes), input)
+    }
+
+    /// Like ``record(_:)``, suspending while the hand-off is full (``trackWaitingForRoom(_:properties:distinctId:)``).
+    func recordWaitingForRoom(_ input: RecordEncoder.Input) async {
+        guard let bytes = accept(input) else { return }
+        noteDropped(await writer.enqueueWaitingForRoom(bytes), input)
+    }
+
+    /// The record's bytes, counted as tracked; nil (reported and counted) when refused.
+    private func accept(_ input: RecordEncoder.Input) -> [UInt8]? {
         let bytes: [UInt8]
         do {
             bytes = try encode(input)
         } catch let error as BeaconValidationError {
             refuse(error)
-            return
+            return nil
         } catch {
             refuse(BeaconValidationError(event: RecordEncoder.subject(input), key: nil, rule: .identifier, message: "\(error)"))
-            return
+            return nil
         }
         trackedCount.add(1, ordering: .relaxed)
-        if case .dropped(let reason) = writer.enqueue(bytes) {
-            counters.withLock { $0.dropped[reason, default: 0] += 1 }
-            configuration.diagnostics(BeaconDiagnostic(kind: .dropped, message: "dropped event \"\(RecordEncoder.subject(input))\" (\(reason)): \(reason.explanation)"))
-        }
+        return bytes
+    }
+
+    private func noteDropped(_ outcome: EventWriter.Outcome, _ input: RecordEncoder.Input) {
+        guard case .dropped(let reason) = outcome else { return }
+        counters.withLock { $0.dropped[reason, default: 0] += 1 }
+        configuration.diagnostics(BeaconDiagnostic(
+            kind: .dropped, message: "dropped event \"\(RecordEncoder.subject(input))\" (\(reason)): \(reason.explanation)",
+            subject: reason.name))
     }
 
     func refuse(_ error: BeaconValidationError) {
         counters.withLock { $0.invalidByRule[error.rule, default: 0] += 1 }
-        configuration.diagnostics(BeaconDiagnostic(kind: .invalidInput, validation: error, message: error.description))
+        configuration.diagnostics(BeaconDiagnostic(kind: .invalidInput, validation: error, message: error.description,
+                                                   subject: "\(error.rule.name) \(error.event) \(error.key ?? "")"))
     }
 
     // MARK: Stats

@@ -3,7 +3,20 @@ import Synchronization
 
 /// Something the tracker refused, dropped or failed to do, for the diagnostics handler.
 ///
-/// `track` never throws; this is how a service learns what went wrong.
+/// `track` never throws; this is how a service learns what went wrong. The tracker rate-limits
+/// them before the handler sees them (``Beacon/Configuration/diagnosticsInterval``): a stalled disk
+/// dropping 50,000 events makes one diagnostic, then one per interval with the count held back.
+///
+/// A bridge to swift-log (the handler runs on the thread that had the problem: keep it short):
+///
+/// ```swift
+/// let logger = Logger(label: "beacon")
+/// config.diagnostics = { diagnostic in
+///     logger.warning("\(diagnostic.message)", metadata: [
+///         "kind": "\(diagnostic.kind)", "suppressed": "\(diagnostic.suppressed)",
+///     ])
+/// }
+/// ```
 public struct BeaconDiagnostic: Sendable, CustomStringConvertible {
     /// The kind of problem.
     public enum Kind: String, Sendable {
@@ -24,14 +37,27 @@ public struct BeaconDiagnostic: Sendable, CustomStringConvertible {
     public var validation: BeaconValidationError?
     /// A sentence for people.
     public var message: String
+    /// What the diagnostic is about, within its kind: with ``kind``, what makes two diagnostics
+    /// "the same" for rate limiting (`"backpressure"` for every event dropped because the hand-off
+    /// is full, whatever the event). Nil: the message is the subject.
+    public var subject: String?
+    /// How many diagnostics of the same kind and subject were held back by rate limiting since
+    /// the last one reported. Every diagnostic is either reported or counted in the `suppressed`
+    /// of a later one of its subject.
+    public var suppressed: Int
 
-    public init(kind: Kind, validation: BeaconValidationError? = nil, message: String) {
+    public init(kind: Kind, validation: BeaconValidationError? = nil, message: String, subject: String? = nil, suppressed: Int = 0) {
         self.kind = kind
         self.validation = validation
         self.message = message
+        self.subject = subject
+        self.suppressed = suppressed
     }
 
-    public var description: String { "beacon: \(kind.rawValue): \(message)" }
+    public var description: String {
+        let line = "beacon: \(kind.rawValue): \(message)"
+        return suppressed > 0 ? line + " (and \(suppressed) more like it, not reported)" : line
+    }
 
     /// A handler that writes one line per diagnostic to standard error, at most `perSecond` lines
     /// a second; the rest are counted and reported in the next line written.

@@ -52,7 +52,7 @@ public struct DropReason: Hashable, Sendable, CustomStringConvertible {
         case .closed:
             "the tracker was closed (or shutting down) when the event was tracked; track before shutdown()"
         case .backpressure:
-            "the hand-off to the writer was full (the disk is behind); raise handoffBytes, or let track wait with .block"
+            "the hand-off to the writer was full (the disk is behind or stalled); raise handoffBytes, or wait for room with trackWaitingForRoom (it suspends the task, never a thread)"
         case .backpressureTimeout:
             "the hand-off to the writer stayed full for the whole block timeout (the disk is behind or stalled); check the disk, raise handoffBytes"
         case .quotaExceeded:

@@ -1,0 +1,27 @@
+import Beacon
+import Logging
+import ServiceLifecycle
+
+// The README's snippets for services ("Running in a service"), compiled here.
+
+/// Beacon as a service of a swift-service-lifecycle `ServiceGroup`. A group stops its services
+/// with graceful shutdown, not cancellation; `cancelWhenGracefulShutdown` turns the one into the
+/// other, and Beacon's `run()` then delivers what is pending within `shutdownGrace` and returns.
+struct BeaconService: Service {
+    let beacon: Beacon
+    func run() async throws { try await cancelWhenGracefulShutdown { try await beacon.run() } }
+}
+
+enum BeaconLogging {
+    /// A bridge from Beacon's diagnostics to swift-log. Beacon rate-limits them at the source
+    /// (the same diagnostic at most once per `diagnosticsInterval`, 10 s), so a stalled disk
+    /// dropping thousands of events makes one warning, then one per interval with the count.
+    static func diagnostics(to logger: Logger) -> @Sendable (BeaconDiagnostic) -> Void {
+        { diagnostic in
+            logger.warning("\(diagnostic.message)", metadata: [
+                "beacon.kind": "\(diagnostic.kind)",
+                "beacon.suppressed": "\(diagnostic.suppressed)",
+            ])
+        }
+    }
+}

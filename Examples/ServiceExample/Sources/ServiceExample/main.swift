@@ -1,0 +1,52 @@
+// A Hummingbird 2 service with Beacon as a service of its ServiceGroup.
+//
+//   GET /track?id=N  tracks one event ("Request", with the id) and answers "ok N"
+//   GET /ok          answers "ok", tracks nothing
+//
+// Configuration from the environment: PORT (default 8080), and Beacon's BEACON_DIRECTORY,
+// BEACON_URL, BEACON_HEADERS (Beacon.Configuration.fromEnvironment). SIGTERM or SIGINT stops the
+// HTTP server first (it finishes the requests in progress), then Beacon (drain, upload, close).
+import Beacon
+import Foundation
+import Hummingbird
+import Logging
+import ServiceLifecycle
+
+let logger = Logger(label: "service-example")
+let environment = ProcessInfo.processInfo.environment
+let port = Int(environment["PORT"] ?? "") ?? 8080
+
+var config: Beacon.Configuration
+do {
+    config = try Beacon.Configuration.fromEnvironment()
+} catch {
+    logger.critical("cannot configure Beacon: \(error)")
+    exit(78)   // EX_CONFIG: the program decides to end, not the library
+}
+config.diagnostics = BeaconLogging.diagnostics(to: logger)
+config.shutdownGrace = .seconds(3)   // how long the stop may deliver, within the 5 s a deployment allows
+let beacon = try Beacon(configuration: config)
+
+let router = Router()
+router.get("/ok") { _, _ in "ok" }
+router.get("/track") { request, _ -> String in
+    let id = request.uri.queryParameters.get("id", as: Int.self) ?? -1
+    beacon.track("Request", properties: ["request_id": id, "route": "/track"])   // an Int variable: no .int(id)
+    return "ok \(id)"
+}
+
+let app = Application(
+    router: router,
+    configuration: .init(address: .hostname("127.0.0.1", port: port)),
+    logger: logger
+)
+// A group shuts its services down in reverse order: the HTTP server first, then Beacon, so every
+// request answered has tracked its event before Beacon drains.
+let group = ServiceGroup(
+    configuration: .init(
+        services: [BeaconService(beacon: beacon), app],
+        gracefulShutdownSignals: [.sigterm, .sigint],
+        logger: logger
+    )
+)
+try await group.run()
