@@ -69,16 +69,23 @@ import Testing
         await beacon.close()
     }
 
-    @Test func aCancelledWaitDropsItsEvent() async throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("beacon-cancel-\(UUID().uuidString)").path
-        defer { try? FileManager.default.removeItem(atPath: dir) }
+    /// A tracker whose one-record hand-off is full ("Fill") behind a frozen writer, and a task
+    /// suspended in `trackWaitingForRoom(event)`.
+    static func oneWaiting(_ event: String, _ dir: String) async throws -> (Beacon, Task<Void, Never>) {
         var config = Beacon.Configuration.testing(dir)
         config.handoffBytes = 1
         let beacon = try Beacon(configuration: config)
         beacon.setWriterFrozen(true)
         beacon.track("Fill")
-        let waiting = Task { await beacon.trackWaitingForRoom("Cancelled") }
-        #expect(await eventually { beacon.writer.roomWaiterCount == 1 })
+        let waiting = Task { await beacon.trackWaitingForRoom(event) }
+        #expect(await eventually { beacon.writer.roomWaiterCount == 1 }, "the waiter never suspended")
+        return (beacon, waiting)
+    }
+
+    @Test func aCancelledWaitDropsItsEvent() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("beacon-cancel-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let (beacon, waiting) = try await Self.oneWaiting("Cancelled", dir)
         waiting.cancel()
         await waiting.value
         #expect(beacon.writer.roomWaiterCount == 0)
@@ -100,13 +107,7 @@ import Testing
     @Test func closingResumesTheWaitersAsDropped() async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("beacon-closewait-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        var config = Beacon.Configuration.testing(dir)
-        config.handoffBytes = 1
-        let beacon = try Beacon(configuration: config)
-        beacon.setWriterFrozen(true)
-        beacon.track("Fill")
-        let waiting = Task { await beacon.trackWaitingForRoom("Late") }
-        #expect(await eventually { beacon.writer.roomWaiterCount == 1 })
+        let (beacon, waiting) = try await Self.oneWaiting("Late", dir)
         await beacon.close()   // closing thaws the writer: "Fill" is written
         await waiting.value
         #expect(beacon.stats.dropped == [.closed: 1])
