@@ -38,10 +38,13 @@ let package = Package(
         // Helpers every test target uses: temporary directories, polling with a deadline, the
         // seeded generator, the child's path.
         .target(name: "BeaconTestSupport", path: "Tests/BeaconTestSupport"),
+        // Every Swift block of README.md, compiled (never run); ReadmeSnippetTests checks that each
+        // block is here verbatim, so the README cannot drift from the API.
+        .target(name: "ReadmeSnippets", dependencies: ["Beacon", "BeaconLog"], path: "Tests/ReadmeSnippets"),
         // The file system with scriptable faults and a journal of every call, which the suites share.
         .target(name: "FaultInjection", dependencies: ["BeaconLog"], path: "Tests/FaultInjection"),
         .testTarget(name: "BeaconLogTests", dependencies: ["BeaconLog", "BeaconTestSupport", "FaultInjection", "beacon-test-child"]),
-        .testTarget(name: "BeaconTests", dependencies: ["Beacon", "BeaconLog", "BeaconTesting", "BeaconTestSupport", "FaultInjection", "beacon-test-child"]),
+        .testTarget(name: "BeaconTests", dependencies: ["Beacon", "BeaconLog", "BeaconTesting", "BeaconTestSupport", "FaultInjection", "ReadmeSnippets", "beacon-test-child"]),
         // Also the ClickHouse integration suite: it drives the built `beacon`, the test child and a tracker.
         .testTarget(name: "BeaconCLITests", dependencies: ["Beacon", "BeaconLog", "BeaconCLI", "BeaconTesting", "BeaconTestSupport", "beacon-test-child"]),
     ],

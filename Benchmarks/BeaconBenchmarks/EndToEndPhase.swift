@@ -1,4 +1,5 @@
 import Beacon
+import BeaconLog
 import Foundation
 import Glibc
 
@@ -61,7 +62,7 @@ enum EndToEndPhase: BenchPhase {
             try collector.waitForEvents(before + n)
         } }
         let stats = blockOn { await beacon.deliveryStats }
-        _ = blockOn { await beacon.shutdown(deadline: .seconds(5)) }
+        _ = blockOn { await beacon.shutdown(timeout: .seconds(5)) }
         guard let accepted = try collector.stats()?.events, accepted - before == n else {
             throw BenchFailure("endtoend: the collector accepted \(String(describing: try? collector.stats())) of \(n) events")
         }
@@ -85,7 +86,7 @@ enum EndToEndPhase: BenchPhase {
         for i in 0..<n {
             beacon.track("Purchase", properties: ["price": 9.99, "item": "book", "count": 3, "vip": true], distinctId: users[i % 1000])
         }
-        _ = blockOn { await beacon.shutdown(deadline: .seconds(5)) }
+        _ = blockOn { await beacon.shutdown(timeout: .seconds(5)) }
         let log = try BeaconLog(directory: dir)
         defer { try? log.close() }
         var events: [[UInt8]] = []

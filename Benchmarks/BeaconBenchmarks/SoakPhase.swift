@@ -38,7 +38,7 @@ enum SoakPhase: BenchPhase {
         default: break  // the library's default
         }
         let beacon = try Beacon(configuration: config)
-        defer { _ = blockOn { await beacon.shutdown(deadline: .seconds(5)) } }
+        defer { _ = blockOn { await beacon.shutdown(timeout: .seconds(5)) } }
         let startMiB = Memory.currentMiB
         progress("soak (\(options.transport)): \(grouped(Double(options.rate))) events/s for \(format(options.seconds, 0)) s (warm-up \(format(options.warmup, 0)) s), then a backlog of \(grouped(Double(options.backlog))); RSS \(format(startMiB, 1)) MiB")
         var figures = try steady(beacon, collector, options)
@@ -181,7 +181,7 @@ enum SoakPhase: BenchPhase {
         let expected = Int(stats.tracked - stats.droppedTotal)
         if stats.droppedTotal > 0 { progress("soak: the tracker dropped \(stats.dropped)") }
         try collector.waitForEvents(expected - 100, timeout: timeout)
-        let result = blockOn { await beacon.flush(deadline: .seconds(60)) }
+        let result = blockOn { await beacon.flush(timeout: .seconds(60)) }
         try collector.waitForEvents(expected, timeout: 60)
         guard let accepted = try collector.stats()?.events, accepted == expected else {
             throw BenchFailure("soak: the collector accepted \(String(describing: try? collector.stats())) of \(expected) events (last flush: \(result))")

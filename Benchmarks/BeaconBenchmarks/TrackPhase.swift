@@ -1,4 +1,5 @@
 import Beacon
+import BeaconLog
 import Foundation
 import Glibc
 

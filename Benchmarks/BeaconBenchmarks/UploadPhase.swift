@@ -1,4 +1,5 @@
 import Beacon
+import BeaconLog
 import Foundation
 import Glibc
 
@@ -73,7 +74,7 @@ enum UploadPhase: BenchPhase {
         config.batchSize = batch
         config.gzip = gzip
         config.flushInterval = nil
-        let uploader = Uploader(log: log, configuration: config, transport: transport, diagnostics: { _ in })
+        let uploader = try Uploader(log: log, configuration: config, transport: transport, diagnostics: { _ in })
         let before = try collector.stats()
         let start = Memory.currentMiB
         var result: FlushResult?
@@ -113,7 +114,7 @@ enum UploadPhase: BenchPhase {
         var config = DeliveryConfiguration(url: URL(string: "http://127.0.0.1:9/")!)
         config.batchSize = batch
         config.flushInterval = nil
-        let uploader = Uploader(log: log, configuration: config, transport: InstantTransport(), diagnostics: { _ in })
+        let uploader = try Uploader(log: log, configuration: config, transport: InstantTransport(), diagnostics: { _ in })
         var result: FlushResult?
         let cpuBefore = Memory.cpuSeconds
         let seconds = time { result = blockOn { await uploader.flush() } }

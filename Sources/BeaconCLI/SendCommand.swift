@@ -94,7 +94,7 @@ struct SendCommand: Command {
         Interruption.install()
         let log = try LogOpening.open(directory, access: .read)
         defer { try? log.close() }
-        let uploader = Uploader(log: log, configuration: config, transport: transport, diagnostics: { Console.writeError("beacon send: \($0)\n") })
+        let uploader = try Uploader(log: log, configuration: config, transport: transport, diagnostics: { Console.writeError("beacon send: \($0.message)\n") })
         // --follow wakes when the writer appends (inotify), not on a timer.
         let watcher = follow ? LogWatcher(directory: directory) : nil
         if let reason = watcher?.unavailable { Console.writeError("beacon send: \(reason); looking for new events every 0.5 s instead\n") }
@@ -104,7 +104,7 @@ struct SendCommand: Command {
             watcher?.reset()
             // A signal cancels the request in flight: its events stay pending and go next time
             // with the same idempotency key.
-            let result = waitFor({ await uploader.flush() }, onSignal: { _ = await uploader.shutdown(deadline: .zero) })
+            let result = waitFor({ await uploader.flush() }, onSignal: { _ = await uploader.shutdown(timeout: .zero) })
             sent += result.sent
             if Interruption.signal != 0 { break }
             switch result.outcome {
@@ -128,7 +128,7 @@ struct SendCommand: Command {
                 pauseUnlessInterrupted(config.backoff.delay(afterFailures: failures))
             }
         }
-        _ = waitFor { await uploader.shutdown(deadline: .zero) }
+        _ = waitFor { await uploader.shutdown(timeout: .zero) }
         Console.writeError("beacon send: stopped by signal \(Interruption.signal) after sending \(sent) events\n")
         return ExitCode.ok.rawValue
     }

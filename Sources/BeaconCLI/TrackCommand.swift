@@ -1,4 +1,5 @@
 import Beacon
+import BeaconLog
 import Foundation
 
 /// `beacon track DIR EVENT [key=value ...] [--distinct-id ID]`: tracks one event from a shell.

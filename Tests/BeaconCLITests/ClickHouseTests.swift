@@ -123,7 +123,7 @@ struct ClickHouseTests {
             for n in 0..<count {
                 beacon.track("Purchase", properties: ["n": .int(n), "price": 9.99, "item": "book", "vip": .bool(n % 2 == 0), "tags": ["a", "b"]], distinctId: "user-\(n % 7)")
             }
-            let report = await beacon.shutdown(deadline: .seconds(30))
+            let report = await beacon.shutdown(timeout: .seconds(30))
             #expect(report.remaining == 0, "\(report)")
 
             let firsts = firstOccurrences(try inserts(server, "tracked"))

@@ -26,7 +26,7 @@ struct DeliveryAcknowledgementTests {
             }
             return nil
         }
-        let uploader = Uploader(log: log, configuration: testDelivery(batch: 10), transport: transport, clock: ManualClock(), diagnostics: { _ in })
+        let uploader = try Uploader(log: log, configuration: testDelivery(batch: 10), transport: transport, clock: ManualClock(), diagnostics: { _ in })
         let result = await uploader.flush()
         #expect(result.outcome.isComplete && result.sent == 20)
         #expect(log.checkpoint.seq == 20, "the pass ends with its last acknowledgement durable")
@@ -43,7 +43,7 @@ struct DeliveryAcknowledgementTests {
         #expect(saved.contains(InflightFile.currentBootID), "the first batch is marked accepted: \(saved.prefix(120))")
         if reboot { try simulateReboot(restarted.path) }
         let transport2 = InMemoryTransport()
-        let uploader2 = Uploader(log: again, configuration: testDelivery(batch: 7), transport: transport2, clock: ManualClock(), diagnostics: { _ in })
+        let uploader2 = try Uploader(log: again, configuration: testDelivery(batch: 7), transport: transport2, clock: ManualClock(), diagnostics: { _ in })
         let result2 = await uploader2.flush()
         let resent = transport2.requests
         #expect(again.checkpoint.seq == 27)
@@ -71,7 +71,7 @@ struct DeliveryAcknowledgementTests {
             if trackIDs(in: request).first == 10 * crashAt { try? FileManager.default.copyItem(atPath: dir.path, toPath: crashed.path) }
             return nil
         }
-        let uploader = Uploader(log: log, configuration: testDelivery(batch: 10), transport: transport, clock: ManualClock(), diagnostics: { _ in })
+        let uploader = try Uploader(log: log, configuration: testDelivery(batch: 10), transport: transport, clock: ManualClock(), diagnostics: { _ in })
         let result = await uploader.flush()
         #expect(result.outcome.isComplete && result.sent == 80)
         #expect(log.checkpoint.seq == 80, "the pass ends with every acknowledgement durable")
@@ -84,7 +84,7 @@ struct DeliveryAcknowledgementTests {
         #expect(durable % 10 == 0 && durable <= 10 * crashAt)
         #expect(crashAt - durable / 10 <= Uploader.maxOutstandingAcknowledgements, "at most the outstanding acknowledgements are not durable")
         let transport2 = InMemoryTransport()
-        let uploader2 = Uploader(log: again, configuration: testDelivery(batch: 7), transport: transport2, clock: ManualClock(), diagnostics: { _ in })
+        let uploader2 = try Uploader(log: again, configuration: testDelivery(batch: 7), transport: transport2, clock: ManualClock(), diagnostics: { _ in })
         let result2 = await uploader2.flush()
         let resent = transport2.requests
         // A kill -9 keeps the page cache: the batches accepted are acknowledged, not sent again.
@@ -109,7 +109,7 @@ struct DeliveryAcknowledgementTests {
             if trackIDs(in: request).first == 20 { try? FileManager.default.copyItem(atPath: first.path, toPath: second.path); try? simulateReboot(second.path) }
             return nil
         }
-        _ = await Uploader(log: log, configuration: testDelivery(batch: 10), transport: transport, clock: ManualClock(), diagnostics: { _ in }).flush()
+        _ = try await Uploader(log: log, configuration: testDelivery(batch: 10), transport: transport, clock: ManualClock(), diagnostics: { _ in }).flush()
         let sent = transport.requests
         #expect(sent.map { trackIDs(in: $0) } == [Array(0..<10), Array(10..<20), Array(20..<27)])
 
@@ -123,12 +123,12 @@ struct DeliveryAcknowledgementTests {
             if trackIDs(in: request).first == 10 { try? FileManager.default.copyItem(atPath: second.path, toPath: third.path); try? simulateReboot(third.path) }
             return nil
         }
-        _ = await Uploader(log: log2, configuration: testDelivery(batch: 10), transport: transport2, clock: ManualClock(), diagnostics: { _ in }).flush()
+        _ = try await Uploader(log: log2, configuration: testDelivery(batch: 10), transport: transport2, clock: ManualClock(), diagnostics: { _ in }).flush()
 
         // Run 3: the tail run 1 sent goes again as it was sent, with its key.
         let log3 = try BeaconLog(directory: third.path)
         let transport3 = InMemoryTransport()
-        let result = await Uploader(log: log3, configuration: testDelivery(batch: 10), transport: transport3, clock: ManualClock(), diagnostics: { _ in }).flush()
+        let result = try await Uploader(log: log3, configuration: testDelivery(batch: 10), transport: transport3, clock: ManualClock(), diagnostics: { _ in }).flush()
         #expect(result.outcome.isComplete)
         let resent = transport3.requests
         try #require(resent.count >= 3)
@@ -147,7 +147,7 @@ struct DeliveryAcknowledgementTests {
         // The second checkpoint write fails (the first one makes the file).
         fs.inject(.syncData, errno: code, path: "checkpoint", onCall: 2)
         let transport = InMemoryTransport()
-        let uploader = Uploader(log: log, configuration: testDelivery(batch: 5), transport: transport, clock: ManualClock(), diagnostics: { _ in })
+        let uploader = try Uploader(log: log, configuration: testDelivery(batch: 5), transport: transport, clock: ManualClock(), diagnostics: { _ in })
         let first = await uploader.flush()
         #expect(!first.outcome.isComplete, "\(first)")
         fs.clearFaults()
@@ -173,7 +173,7 @@ struct DeliveryAcknowledgementTests {
         let log = try faultyLog(dir, fs, events: 0..<160)
         fs.resetJournal()
         let transport = InMemoryTransport()
-        let uploader = Uploader(log: log, configuration: testDelivery(batch: 5), transport: transport, clock: ManualClock(), diagnostics: { _ in })
+        let uploader = try Uploader(log: log, configuration: testDelivery(batch: 5), transport: transport, clock: ManualClock(), diagnostics: { _ in })
         let result = await uploader.flush()
         #expect(result.outcome.isComplete && result.sent == 160 && transport.requests.count == 32)
         #expect(log.checkpoint.seq == 160)
@@ -198,7 +198,7 @@ struct DeliveryAcknowledgementTests {
         for i in 0..<160 { try writer.append(deliveryEvent(i)) }
         try writer.sync()
         let transport = InMemoryTransport()
-        let uploader = Uploader(log: reader, configuration: testDelivery(batch: 5), transport: transport, clock: ManualClock(), diagnostics: { _ in })
+        let uploader = try Uploader(log: reader, configuration: testDelivery(batch: 5), transport: transport, clock: ManualClock(), diagnostics: { _ in })
         let result = await uploader.flush()
         #expect(result.outcome.isComplete && result.sent == 160)
         #expect(transport.requests.flatMap { trackIDs(in: $0) } == Array(0..<160))

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Beacon
+import BeaconLog
 import BeaconTesting
 
 /// The property `n` of a tracked event's bytes.
@@ -100,7 +101,7 @@ struct DeliveryBeaconTests {
         let beacon = try Beacon(configuration: config)
         let running = Task { try await beacon.run() }
         for n in 0..<23 { beacon.track("Numbered", properties: ["n": .int(n)]) }
-        let report = await beacon.shutdown(deadline: .seconds(10))
+        let report = await beacon.shutdown(timeout: .seconds(10))
         guard case .drained = report.outcome else { Issue.record("expected drained, got \(report)"); return }
         try await running.value
         #expect(report.remaining == 0)
@@ -141,7 +142,7 @@ struct DeliveryBeaconTests {
         for n in 0..<12 { beacon.track("Numbered", properties: ["n": .int(n)]) }
         let clock = ContinuousClock()
         let began = clock.now
-        let report = await beacon.shutdown(deadline: .milliseconds(400))
+        let report = await beacon.shutdown(timeout: .milliseconds(400))
         let elapsed = began.duration(to: clock.now)
         guard case .deadlineReached = report.outcome else { Issue.record("expected deadlineReached, got \(report)"); return }
         #expect(elapsed < .seconds(10), "\(elapsed): far below the request timeout (60 s), allowing for a loaded machine")

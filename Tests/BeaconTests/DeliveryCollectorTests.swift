@@ -2,15 +2,16 @@ import Foundation
 import Glibc
 import Testing
 @testable import Beacon
+import BeaconLog
 import BeaconTesting
 
 /// The uploader with its real HTTP transport against the loopback collector.
 @Suite("Delivery: HTTP against the loopback collector", .timeLimit(.minutes(1)))
 struct DeliveryCollectorTests {
-    func uploader(_ log: BeaconLog, _ collector: LoopbackCollector, batch: Int = 10, configure: (inout DeliveryConfiguration) -> Void = { _ in }) -> Uploader {
+    func uploader(_ log: BeaconLog, _ collector: LoopbackCollector, batch: Int = 10, configure: (inout DeliveryConfiguration) -> Void = { _ in }) throws -> Uploader {
         var config = testDelivery(collector.url, batch: batch)
         configure(&config)
-        return Uploader(log: log, configuration: config, transport: HTTPTransport(), clock: ManualClock(), diagnostics: { _ in })
+        return try Uploader(log: log, configuration: config, transport: HTTPTransport(), clock: ManualClock(), diagnostics: { _ in })
     }
 
     @Test("2xx acknowledges; formats and gzip arrive intact with their headers", arguments: PayloadFormat.allCases, [false, true])
@@ -21,7 +22,7 @@ struct DeliveryCollectorTests {
         defer { collector.stop() }
         for (i, status) in [200, 201, 202, 204].enumerated() where i > 0 { collector.enqueue(.status(status)) }
         let log = try deliveryLog(dir, events: 0..<37)
-        let up = uploader(log, collector) { $0.format = format; $0.gzip = gzip }
+        let up = try uploader(log, collector) { $0.format = format; $0.gzip = gzip }
         let result = await up.flush()
         guard case .drained = result.outcome else { Issue.record("expected drained, got \(result)"); return }
         #expect(trackIDs(collector.acceptedEvents) == Array(0..<37))
@@ -44,7 +45,7 @@ struct DeliveryCollectorTests {
         defer { collector.stop() }
         collector.enqueue(.status(status), .status(status))
         let log = try deliveryLog(dir, events: 0..<15)
-        let up = uploader(log, collector)
+        let up = try uploader(log, collector)
         for _ in 0..<2 {
             let result = await up.flush()
             guard case .failed(let error) = result.outcome else { Issue.record("expected failed, got \(result)"); return }
@@ -67,7 +68,7 @@ struct DeliveryCollectorTests {
         defer { collector.stop() }
         collector.enqueue(.dropConnection)
         let log = try deliveryLog(dir, events: 0..<5)
-        let up = uploader(log, collector)
+        let up = try uploader(log, collector)
         let first = await up.flush()
         guard case .failed = first.outcome else { Issue.record("expected failed, got \(first)"); return }
         let second = await up.flush()
@@ -83,7 +84,7 @@ struct DeliveryCollectorTests {
         defer { collector.stop() }
         collector.enqueue(.status(status))
         let log = try deliveryLog(dir, events: 0..<5)
-        let up = uploader(log, collector)
+        let up = try uploader(log, collector)
         let result = await up.flush()
         guard case .failed(let error) = result.outcome else { Issue.record("expected failed, got \(result)"); return }
         #expect((error as? DeliveryError)?.code == .configuration)
@@ -102,7 +103,7 @@ struct DeliveryCollectorTests {
         let log = try deliveryLog(dir, events: 0..<20)
         try log.append(Array(#"{"time":1,"_track_id":777,"blob":""#.utf8) + Array(repeating: 0x41, count: 2000) + Array(#""}"#.utf8))
         for i in 20..<30 { try log.append(deliveryEvent(i)) }
-        let up = uploader(log, collector, batch: 16)
+        let up = try uploader(log, collector, batch: 16)
         let result = await up.flush()
         guard case .drained = result.outcome else { Issue.record("expected drained, got \(result)"); return }
         #expect(trackIDs(collector.acceptedEvents) == Array(0..<30))
@@ -120,7 +121,7 @@ struct DeliveryCollectorTests {
         collector.rejectMarker = "POISON"
         let poisoned: Set<Int> = [0, 13, 14, 29]
         let log = try deliveryLog(dir, events: 0..<30, markerAt: poisoned)
-        let up = uploader(log, collector, batch: 16) { $0.gzip = true }
+        let up = try uploader(log, collector, batch: 16) { $0.gzip = true }
         let result = await up.flush()
         guard case .drained = result.outcome else { Issue.record("expected drained, got \(result)"); return }
         #expect(trackIDs(collector.acceptedEvents) == Array(0..<30).filter { !poisoned.contains($0) })
@@ -145,7 +146,7 @@ struct DeliveryCollectorTests {
         collector.enqueue(.status(503, headers: ["Retry-After": "7"]))
         let log = try deliveryLog(dir, events: 0..<3)
         let clock = ManualClock()
-        let up = Uploader(log: log, configuration: testDelivery(collector.url), transport: HTTPTransport(), clock: clock, diagnostics: { _ in })
+        let up = try Uploader(log: log, configuration: testDelivery(collector.url), transport: HTTPTransport(), clock: clock, diagnostics: { _ in })
         up.start()
         await collector.waitForRequests(count: 1)
         await clock.waitForSleepers(count: 1)
@@ -167,7 +168,7 @@ struct DeliveryCollectorTests {
         try await Task.sleep(for: .milliseconds(50))
         let log = try deliveryLog(dir, events: 0..<25)
         let clock = ManualClock()
-        let up = Uploader(log: log, configuration: testDelivery(URL(string: "http://127.0.0.1:\(port)/events")!), transport: HTTPTransport(), clock: clock, diagnostics: { _ in })
+        let up = try Uploader(log: log, configuration: testDelivery(URL(string: "http://127.0.0.1:\(port)/events")!), transport: HTTPTransport(), clock: clock, diagnostics: { _ in })
         let offline = await up.flush()
         guard case .failed(let error) = offline.outcome else { Issue.record("expected failed, got \(offline)"); return }
         #expect((error as? DeliveryError)?.code == .transient)
@@ -190,12 +191,12 @@ struct DeliveryCollectorTests {
         let log = try deliveryLog(dir, events: 0..<20)
         var config = testDelivery(collector.url)
         config.requestTimeout = .seconds(60)
-        let up = Uploader(log: log, configuration: config, transport: HTTPTransport(), diagnostics: { _ in })
+        let up = try Uploader(log: log, configuration: config, transport: HTTPTransport(), diagnostics: { _ in })
         up.start()
         await collector.waitForRequests(count: 1)
         let clock = ContinuousClock()
         let began = clock.now
-        let report = await up.shutdown(deadline: .milliseconds(300))
+        let report = await up.shutdown(timeout: .milliseconds(300))
         let elapsed = began.duration(to: clock.now)
         guard case .deadlineReached = report.outcome else { Issue.record("expected deadlineReached, got \(report)"); return }
         #expect(elapsed < .seconds(10), "\(elapsed): far below the request timeout (60 s), allowing for a loaded machine")

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import Beacon
+import BeaconLog
 import BeaconTesting
 
 /// Runs `body` while moving `clock` to each sleeper's deadline as soon as one sleeps, so backoffs
@@ -54,8 +55,8 @@ struct DeliveryIsolationTests {
         let collector = Collector { containsPoison($0) ? .status(500, body: clickHouseParseError) : nil }
         let clock = ManualClock()
         let sink = DiagnosticsSink()
-        let uploader = Uploader(log: log, configuration: testDelivery(batch: 10), transport: collector.transport, clock: clock, diagnostics: sink.handler)
-        let result = await advancing(clock) { await uploader.flush(deadline: .seconds(600)) }
+        let uploader = try Uploader(log: log, configuration: testDelivery(batch: 10), transport: collector.transport, clock: clock, diagnostics: { sink.handler($0.message) })
+        let result = await advancing(clock) { await uploader.flush(timeout: .seconds(600)) }
         guard case .drained = result.outcome else { Issue.record("expected drained, got \(result)"); return }
         #expect(result.sent == 29 && result.remaining == 0)
         #expect(collector.acceptedIDs == Array(0..<30).filter { $0 != poison })
@@ -88,7 +89,7 @@ struct DeliveryIsolationTests {
         config.delivery = delivery
         let beacon = try Beacon(configuration: config)
         for n in 0..<500 { beacon.track("Numbered", properties: ["n": .int(n), "item": .string(n == 321 ? "POISON" : "book")]) }
-        let report = await advancing(clock, before: .seconds(40)) { await beacon.shutdown(deadline: .seconds(40)) }
+        let report = await advancing(clock, before: .seconds(40)) { await beacon.shutdown(timeout: .seconds(40)) }
         guard case .drained = report.outcome else { Issue.record("expected drained, got \(report)"); return }
         #expect(report.remaining == 0 && report.sent == 499)
         #expect(dir.rejectedLines.count == 1 && dir.rejectedLines[0].contains(#""n":321"#))
@@ -105,8 +106,8 @@ struct DeliveryIsolationTests {
             guard clock.now.offset < .seconds(40) else { return nil }
             return timeouts ? .failure(TransportError(.timeout, "no answer within 5 s")) : .status(500, body: "starting up")
         }
-        let uploader = Uploader(log: log, configuration: testDelivery(batch: 10), transport: collector.transport, clock: clock)
-        let result = await advancing(clock) { await uploader.flush(deadline: .seconds(600)) }
+        let uploader = try Uploader(log: log, configuration: testDelivery(batch: 10), transport: collector.transport, clock: clock)
+        let result = await advancing(clock) { await uploader.flush(timeout: .seconds(600)) }
         guard case .drained = result.outcome else { Issue.record("expected drained, got \(result)"); return }
         #expect(dir.rejectedLines.isEmpty)
         #expect(collector.acceptedIDs == Array(0..<30))
@@ -120,15 +121,15 @@ struct DeliveryIsolationTests {
         defer { dir.remove() }
         var log: BeaconLog? = try deliveryLog(dir, events: 0..<10, markerAt: [3])
         let collector = Collector { containsPoison($0) ? .status(500, body: clickHouseParseError) : nil }
-        let first = Uploader(log: log!, configuration: testDelivery(batch: 10), transport: collector.transport, clock: ManualClock())
+        let first = try Uploader(log: log!, configuration: testDelivery(batch: 10), transport: collector.transport, clock: ManualClock())
         for _ in 0..<3 { _ = await first.flush() }
         #expect(collector.transport.requests.map { trackIDs(in: $0) } == Array(repeating: Array(0..<10), count: 3))
         try log!.close()
         log = nil
         let reopened = try BeaconLog(directory: dir.path)
         let clock = ManualClock()
-        let second = Uploader(log: reopened, configuration: testDelivery(batch: 10), transport: collector.transport, clock: clock)
-        let result = await advancing(clock) { await second.flush(deadline: .seconds(600)) }
+        let second = try Uploader(log: reopened, configuration: testDelivery(batch: 10), transport: collector.transport, clock: clock)
+        let result = await advancing(clock) { await second.flush(timeout: .seconds(600)) }
         guard case .drained = result.outcome else { Issue.record("expected drained, got \(result)"); return }
         #expect(trackIDs(in: collector.transport.requests[3]) == Array(0..<5), "the isolation goes on with the first half")
         #expect(collector.acceptedIDs == [0, 1, 2, 4, 5, 6, 7, 8, 9])
@@ -144,7 +145,7 @@ struct DeliveryIsolationTests {
         // What five killed processes leave: the batch sent five times, no answer seen.
         try Data("0 10 5\n".utf8).write(to: URL(fileURLWithPath: dir.path + "/delivery.inflight"))
         let collector = Collector { _ in nil }
-        let uploader = Uploader(log: log, configuration: testDelivery(batch: 10), transport: collector.transport, clock: ManualClock())
+        let uploader = try Uploader(log: log, configuration: testDelivery(batch: 10), transport: collector.transport, clock: ManualClock())
         let result = await uploader.flush()
         guard case .drained = result.outcome else { Issue.record("expected drained, got \(result)"); return }
         #expect(collector.transport.requests.map { trackIDs(in: $0) } == [Array(0..<10)], "one request, the whole batch")
@@ -159,12 +160,12 @@ struct DeliveryIsolationTests {
         let log = try deliveryLog(dir, events: 0..<1, markerAt: [0])
         let collector = Collector { containsPoison($0) ? .status(500, body: clickHouseParseError) : nil }
         let clock = ManualClock()
-        let uploader = Uploader(log: log, configuration: testDelivery(batch: 10), transport: collector.transport, clock: clock)
-        let alone = await advancing(clock) { await uploader.flush(deadline: .seconds(60)) }
+        let uploader = try Uploader(log: log, configuration: testDelivery(batch: 10), transport: collector.transport, clock: clock)
+        let alone = await advancing(clock) { await uploader.flush(timeout: .seconds(60)) }
         guard case .failed = alone.outcome else { Issue.record("expected failed, got \(alone)"); return }
         #expect(dir.rejectedLines.isEmpty, "one event failing alone could be an outage")
         for i in 1..<4 { try log.append(deliveryEvent(i)) }
-        let result = await advancing(clock) { await uploader.flush(deadline: .seconds(60)) }
+        let result = await advancing(clock) { await uploader.flush(timeout: .seconds(60)) }
         guard case .drained = result.outcome else { Issue.record("expected drained, got \(result)"); return }
         #expect(collector.acceptedIDs == [1, 2, 3])
         #expect(dir.rejectedLines.count == 1)
@@ -179,8 +180,8 @@ struct DeliveryIsolationTests {
         let collector = Collector { _ in clock.now.offset < .seconds(5) ? .status(503) : nil }
         var config = testDelivery(batch: 10)
         config.isolateAfterFailures = 10
-        let uploader = Uploader(log: log, configuration: config, transport: collector.transport, clock: clock)
-        let result = await advancing(clock) { shutdown ? await uploader.shutdown(deadline: .seconds(60)) : await uploader.flush(deadline: .seconds(60)) }
+        let uploader = try Uploader(log: log, configuration: config, transport: collector.transport, clock: clock)
+        let result = await advancing(clock) { shutdown ? await uploader.shutdown(timeout: .seconds(60)) : await uploader.flush(timeout: .seconds(60)) }
         guard case .drained = result.outcome else { Issue.record("expected drained, got \(result)"); return }
         #expect(result.sent == 25 && result.remaining == 0)
         #expect(collector.acceptedIDs == Array(0..<25))
@@ -200,8 +201,8 @@ struct DeliveryIsolationTests {
             started.withLock { $0.append(clock.now.offset) }
             return .status(503, body: "overloaded")
         }
-        let uploader = Uploader(log: log, configuration: testDelivery(batch: 10), transport: collector.transport, clock: clock)
-        let result = await advancing(clock) { await uploader.flush(deadline: .seconds(10)) }
+        let uploader = try Uploader(log: log, configuration: testDelivery(batch: 10), transport: collector.transport, clock: clock)
+        let result = await advancing(clock) { await uploader.flush(timeout: .seconds(10)) }
         guard case .failed(let error) = result.outcome else { Issue.record("expected failed, got \(result)"); return }
         #expect((error as? DeliveryError)?.code == .transient)
         #expect("\(error)".contains("overloaded"), "the collector's answer is quoted: \(error)")
@@ -218,7 +219,7 @@ struct DeliveryIsolationTests {
         defer { dir.remove() }
         var log: BeaconLog? = try deliveryLog(dir, events: 0..<5)
         let failing = InMemoryTransport(replies: [.status(503), .failure(TransportError(.network, "connection refused"))])
-        let first = Uploader(log: log!, configuration: testDelivery(), transport: failing, clock: ManualClock())
+        let first = try Uploader(log: log!, configuration: testDelivery(), transport: failing, clock: ManualClock())
         for _ in 0..<2 {
             let result = await first.flush()
             guard case .failed = result.outcome else { Issue.record("expected failed, got \(result)"); return }
@@ -227,7 +228,7 @@ struct DeliveryIsolationTests {
         log = nil
         let reopened = try BeaconLog(directory: dir.path)
         let transport = InMemoryTransport()
-        let second = Uploader(log: reopened, configuration: testDelivery(), transport: transport, clock: ManualClock())
+        let second = try Uploader(log: reopened, configuration: testDelivery(), transport: transport, clock: ManualClock())
         let result = await second.flush()
         #expect(result.sent == 5)
         let requests = failing.requests + transport.requests
@@ -247,7 +248,7 @@ struct DeliveryIsolationTests {
         config.classifyAnswer = { status, _, body in
             status == 200 && String(decoding: body, as: UTF8.self).contains(#""error""#) ? .reject : nil
         }
-        let uploader = Uploader(log: log, configuration: config, transport: transport, clock: ManualClock())
+        let uploader = try Uploader(log: log, configuration: config, transport: transport, clock: ManualClock())
         let result = await uploader.flush()
         guard case .drained = result.outcome else { Issue.record("expected drained, got \(result)"); return }
         let delivered: [Int] = transport.requests.filter { !containsPoison($0) }.flatMap { trackIDs(in: $0) }
@@ -258,14 +259,14 @@ struct DeliveryIsolationTests {
         transport.setHandler { _ in .status(503, headers: ["X-Maintenance": "1"]) }
         var pausing = config
         pausing.classifyAnswer = { status, headers, _ in headers["X-Maintenance"] != nil ? .pause : nil }
-        let paused = await Uploader(log: log, configuration: pausing, transport: transport, clock: ManualClock(), diagnostics: { _ in }).flush()
+        let paused = try await Uploader(log: log, configuration: pausing, transport: transport, clock: ManualClock(), diagnostics: { _ in }).flush()
         guard case .failed(let error) = paused.outcome else { Issue.record("expected failed, got \(paused)"); return }
         #expect((error as? DeliveryError)?.code == .configuration)
 
         transport.setHandler { _ in .status(418) }
         var teapot = config
         teapot.classifyAnswer = { status, _, _ in status == 418 ? .acknowledge : nil }
-        let accepted = await Uploader(log: log, configuration: teapot, transport: transport, clock: ManualClock()).flush()
+        let accepted = try await Uploader(log: log, configuration: teapot, transport: transport, clock: ManualClock()).flush()
         #expect(accepted.sent == 2 && accepted.remaining == 0)
     }
 
@@ -276,7 +277,7 @@ struct DeliveryIsolationTests {
         let log = try deliveryLog(dir, events: 0..<3)
         let long = "Code: 60. Table default.events doesn't exist.\n" + String(repeating: "é", count: 2000)
         let transport = InMemoryTransport(replies: [.status(500, body: long)])
-        let uploader = Uploader(log: log, configuration: testDelivery(), transport: transport, clock: ManualClock())
+        let uploader = try Uploader(log: log, configuration: testDelivery(), transport: transport, clock: ManualClock())
         let result = await uploader.flush()
         guard case .failed(let error) = result.outcome else { Issue.record("expected failed, got \(result)"); return }
         let message = (error as? DeliveryError)?.message ?? ""
@@ -294,7 +295,7 @@ struct DeliveryIsolationTests {
         let transport = InMemoryTransport()
         var config = testDelivery(batch: 10)
         config.catchUpBatchSize = 100
-        let uploader = Uploader(log: log, configuration: config, transport: transport, clock: ManualClock())
+        let uploader = try Uploader(log: log, configuration: config, transport: transport, clock: ManualClock())
         #expect(await uploader.flush().sent == 250)
         #expect(transport.requests.map { trackIDs(in: $0).count } == [100, 100, 50])
         for i in 250..<255 { try log.append(deliveryEvent(i)) }
@@ -311,7 +312,7 @@ struct DeliveryIsolationTests {
         let eventBytes = deliveryEvent(0).count
         config.maxBatchBytes = eventBytes * 8  // the read stops once it holds at least this much
         let cappedTransport = InMemoryTransport()
-        let cappedUploader = Uploader(log: cappedLog, configuration: config, transport: cappedTransport, clock: ManualClock())
+        let cappedUploader = try Uploader(log: cappedLog, configuration: config, transport: cappedTransport, clock: ManualClock())
         #expect(await cappedUploader.flush().sent == 40)
         let sizes = cappedTransport.requests.map { trackIDs(in: $0).count }
         #expect(sizes.allSatisfy { $0 <= 8 }, "\(sizes)")
@@ -325,7 +326,7 @@ struct DeliveryIsolationTests {
         let transport = InMemoryTransport(replies: [.status(503)])
         var config = testDelivery(batch: 10)
         config.catchUpBatchSize = 100
-        let uploader = Uploader(log: log, configuration: config, transport: transport, clock: ManualClock())
+        let uploader = try Uploader(log: log, configuration: config, transport: transport, clock: ManualClock())
         _ = await uploader.flush()
         _ = await uploader.flush()
         let requests = transport.requests

@@ -3,6 +3,7 @@ import Glibc
 import Synchronization
 import Testing
 @testable import Beacon
+import BeaconLog
 import BeaconTesting
 
 /// A `beacon-test-child deliver` process and the lines it printed.

@@ -36,7 +36,7 @@ struct DeliveryReadAheadTests {
         var config = testDelivery(batch: Int.random(in: 1...9, using: &random))
         if Bool.random(using: &random) { config.catchUpBatchSize = 2 * config.batchSize + 1 }
         config.isolateAfterFailures = 1000  // random 500s are not a bad event
-        let uploader = Uploader(log: log, configuration: config, transport: transport, clock: ManualClock(), diagnostics: { _ in })
+        let uploader = try Uploader(log: log, configuration: config, transport: transport, clock: ManualClock(), diagnostics: { _ in })
         var flushes = 0
         while log.stats.pendingRecords > 0 || flushes == 0 {
             _ = await uploader.flush()

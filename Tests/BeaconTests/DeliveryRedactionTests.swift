@@ -88,15 +88,15 @@ struct DeliveryRedactionTests {
         let result = await beacon.flush()
         guard case .failed = result.outcome else {
             Issue.record("expected a failure, got \(result)")
-            await beacon.shutdown(deadline: .zero)
+            await beacon.shutdown(timeout: .zero)
             return
         }
         // Retried until a deadline (transient answers): a failure, or the deadline if the machine
         // is too slow for a retry to start; never complete.
-        let retried = await beacon.flush(deadline: .seconds(3))
+        let retried = await beacon.flush(timeout: .seconds(3))
         #expect(!retried.outcome.isComplete, "expected a failure or the deadline, got \(retried)")
         let shown = await shownStrings(beacon, result, diagnostics) + shownStrings(beacon, retried, diagnostics)
-        let report = await beacon.shutdown(deadline: .milliseconds(500))
+        let report = await beacon.shutdown(timeout: .milliseconds(500))
         let all = shown + [report.description]
         #expect(all.contains { $0.contains("password=***") }, "the URL is still named, redacted: \(all)")
         for text in all {

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import Beacon
+import BeaconLog
 import BeaconTesting
 
 /// Found in review; each failed before its fix.
@@ -17,7 +18,7 @@ import BeaconTesting
         let transport = InMemoryTransport(replies: [.status(503), .status(401)])
         var config = testDelivery(batch: 10)
         config.maxEventAge = .seconds(3600)
-        let uploader = Uploader(log: log, configuration: config, transport: transport, clock: ManualClock(), now: { now })
+        let uploader = try Uploader(log: log, configuration: config, transport: transport, clock: ManualClock(), now: { now })
         _ = await uploader.flush()
         _ = await uploader.flush()
         let result = await uploader.flush()
@@ -35,13 +36,13 @@ import BeaconTesting
         // 30 s: far beyond any stall of a loaded machine between the flush and the shutdown below.
         let transport = InMemoryTransport(replies: [.status(503, headers: ["Retry-After": "30"])])
         transport.defaultReply = .hang
-        let uploader = Uploader(log: log, configuration: testDelivery(), transport: transport)
+        let uploader = try Uploader(log: log, configuration: testDelivery(), transport: transport)
         _ = await uploader.flush()
         let pendingFlush = Task { await uploader.flush() }  // no deadline: sleeps until the Retry-After
         try await Task.sleep(for: .milliseconds(100))
         let done = Mutex(false)
         let shutdown = Task {
-            let result = await uploader.shutdown(deadline: .milliseconds(200))
+            let result = await uploader.shutdown(timeout: .milliseconds(200))
             done.withLock { $0 = true }
             return result
         }

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import Beacon
+import BeaconLog
 import BeaconTesting
 
 /// A temporary log directory, removed by `remove()`.

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Beacon
+import BeaconLog
 import BeaconTesting
 
 @Suite("Delivery: uploader with an in-memory transport and a manual clock", .timeLimit(.minutes(1)))
@@ -13,7 +14,7 @@ struct DeliveryUploaderTests {
         let transport = InMemoryTransport()
         var config = testDelivery(batch: 10)
         config.headers = ["Authorization": "Bearer secret"]
-        let uploader = Uploader(log: log, configuration: config, transport: transport, clock: ManualClock(), now: { Date(timeIntervalSince1970: 1_800_000_000) })
+        let uploader = try Uploader(log: log, configuration: config, transport: transport, clock: ManualClock(), now: { Date(timeIntervalSince1970: 1_800_000_000) })
         let empty = await uploader.flush()
         guard case .noData = empty.outcome else { Issue.record("expected noData, got \(empty)"); return }
         for i in 0..<25 { try log.append(deliveryEvent(i)) }
@@ -48,7 +49,7 @@ struct DeliveryUploaderTests {
         let clock = ManualClock()
         var config = testDelivery()
         config.isolateAfterFailures = 4  // the whole batch every time: this test is about the backoff, not isolation
-        let uploader = Uploader(log: log, configuration: config, transport: transport, clock: clock)
+        let uploader = try Uploader(log: log, configuration: config, transport: transport, clock: clock)
         uploader.start()
         var expectedDeadline: Duration = .zero
         for (attempt, wait) in [Duration.seconds(1), .seconds(2), .seconds(4)].enumerated() {
@@ -81,7 +82,7 @@ struct DeliveryUploaderTests {
         let clock = ManualClock()
         var config = testDelivery()
         config.backoff = .init(initial: .seconds(1), maximum: .seconds(4), jitter: true)
-        let uploader = Uploader(log: log, configuration: config, transport: transport, clock: clock)
+        let uploader = try Uploader(log: log, configuration: config, transport: transport, clock: clock)
         uploader.start()
         for attempt in 1...6 {
             await transport.waitForRequests(count: attempt)
@@ -90,7 +91,7 @@ struct DeliveryUploaderTests {
             #expect(wait >= .zero && wait <= config.backoff.cap(afterFailures: attempt), "attempt \(attempt): \(wait)")
             clock.advanceToNextDeadline()
         }
-        _ = await uploader.shutdown(deadline: .zero)
+        _ = await uploader.shutdown(timeout: .zero)
     }
 
     @Test("Retry-After in seconds and as an HTTP date replaces the backoff", arguments: [(429, "30", 30), (503, "Fri, 15 Jan 2027 08:00:20 GMT", 20), (429, "0", 0)])
@@ -101,14 +102,14 @@ struct DeliveryUploaderTests {
         let transport = InMemoryTransport(replies: [.status(status, headers: ["Retry-After": header])])
         let clock = ManualClock()
         let now = Date(timeIntervalSince1970: 1_799_999_988 + 12)  // 2027-01-15 08:00:00 UTC
-        let uploader = Uploader(log: log, configuration: testDelivery(), transport: transport, clock: clock, now: { now })
+        let uploader = try Uploader(log: log, configuration: testDelivery(), transport: transport, clock: clock, now: { now })
         uploader.start()
         await transport.waitForRequests(count: 1)
         if seconds > 0 {
             await clock.waitForSleepers(count: 1)
             #expect(clock.nextDeadline?.offset == .seconds(seconds))
             // A manual flush before Retry-After ends, with a shorter deadline, fails at once without a request.
-            let early = await uploader.flush(deadline: .seconds(seconds / 2))
+            let early = await uploader.flush(timeout: .seconds(seconds / 2))
             guard case .failed = early.outcome else { Issue.record("expected failed, got \(early)"); return }
             #expect(transport.requests.count == 1)
             clock.advance(by: .seconds(seconds))
@@ -128,7 +129,7 @@ struct DeliveryUploaderTests {
         let clock = ManualClock()
         var config = testDelivery(batch: 5)
         config.headers = ["Authorization": "Bearer top-secret"]
-        let uploader = Uploader(log: log, configuration: config, transport: transport, clock: clock, diagnostics: sink.handler)
+        let uploader = try Uploader(log: log, configuration: config, transport: transport, clock: clock, diagnostics: { sink.handler($0.message) })
         let result = await uploader.flush()
         guard case .failed(let error) = result.outcome else { Issue.record("expected failed, got \(result)"); return }
         #expect((error as? DeliveryError)?.code == .configuration)
@@ -162,7 +163,7 @@ struct DeliveryUploaderTests {
         transport.setHandler { request in
             String(decoding: request.body, as: UTF8.self).contains("POISON") ? .status(422, body: "field item is poisoned") : nil
         }
-        let uploader = Uploader(log: log, configuration: testDelivery(batch: 10), transport: transport, clock: ManualClock())
+        let uploader = try Uploader(log: log, configuration: testDelivery(batch: 10), transport: transport, clock: ManualClock())
         let result = await uploader.flush()
         guard case .drained = result.outcome else { Issue.record("expected drained, got \(result)"); return }
         let accepted = transport.requests.filter { !String(decoding: $0.body, as: UTF8.self).contains("POISON") }
@@ -186,7 +187,7 @@ struct DeliveryUploaderTests {
         let log = try deliveryLog(dir, events: 0..<10, markerAt: [a, b])
         let transport = InMemoryTransport()
         transport.setHandler { String(decoding: $0.body, as: UTF8.self).contains("POISON") ? .status(400) : nil }
-        let uploader = Uploader(log: log, configuration: testDelivery(batch: 10), transport: transport, clock: ManualClock())
+        let uploader = try Uploader(log: log, configuration: testDelivery(batch: 10), transport: transport, clock: ManualClock())
         let result = await uploader.flush()
         #expect(result.sent == 8)
         let accepted = transport.requests.filter { !String(decoding: $0.body, as: UTF8.self).contains("POISON") }
@@ -205,7 +206,7 @@ struct DeliveryUploaderTests {
         let limit = fitting * 210 + 2
         let transport = InMemoryTransport()
         transport.setHandler { $0.body.count > limit ? .status(413) : nil }
-        let uploader = Uploader(log: log, configuration: testDelivery(batch: 50), transport: transport, clock: ManualClock())
+        let uploader = try Uploader(log: log, configuration: testDelivery(batch: 50), transport: transport, clock: ManualClock())
         let result = await uploader.flush()
         guard case .drained = result.outcome else { Issue.record("expected drained, got \(result)"); return }
         let accepted = transport.requests.filter { $0.body.count <= limit }
@@ -224,7 +225,7 @@ struct DeliveryUploaderTests {
         let transport = InMemoryTransport()
         var config = testDelivery(batch: 50)
         config.flushBulkSize = 100
-        let uploader = Uploader(log: log, configuration: config, transport: transport, clock: ManualClock())
+        let uploader = try Uploader(log: log, configuration: config, transport: transport, clock: ManualClock())
         uploader.start()
         for i in 0..<99 {
             try log.append(deliveryEvent(i))
@@ -249,7 +250,7 @@ struct DeliveryUploaderTests {
         let clock = ManualClock()
         var config = testDelivery()
         config.flushInterval = .seconds(1)
-        let uploader = Uploader(log: log, configuration: config, transport: transport, clock: clock)
+        let uploader = try Uploader(log: log, configuration: config, transport: transport, clock: clock)
         uploader.start()
         await clock.waitForSleepers(count: 1)
         #expect(clock.nextDeadline?.offset == .seconds(5))
@@ -273,7 +274,7 @@ struct DeliveryUploaderTests {
         let log = try deliveryLog(dir, events: 0..<7)
         let transport = InMemoryTransport()
         transport.hold()
-        let uploader = Uploader(log: log, configuration: testDelivery(), transport: transport, clock: ManualClock())
+        let uploader = try Uploader(log: log, configuration: testDelivery(), transport: transport, clock: ManualClock())
         let first = Task { await uploader.flush() }
         await transport.waitForRequests(count: 1)
         let others = (0..<3).map { _ in Task { await uploader.flush() } }
@@ -295,7 +296,7 @@ struct DeliveryUploaderTests {
         defer { dir.remove() }
         var log: BeaconLog? = try deliveryLog(dir, events: 0..<30)
         let failing = InMemoryTransport(replies: [.failure(TransportError(.timeout, "no answer"))])
-        let first = Uploader(log: log!, configuration: testDelivery(batch: 50), transport: failing, clock: ManualClock())
+        let first = try Uploader(log: log!, configuration: testDelivery(batch: 50), transport: failing, clock: ManualClock())
         let result = await first.flush()
         guard case .failed = result.outcome else { Issue.record("expected failed, got \(result)"); return }
         let sent = try #require(failing.requests.first)
@@ -306,7 +307,7 @@ struct DeliveryUploaderTests {
         let reopened = try BeaconLog(directory: dir.path)
         for i in 30..<45 { try reopened.append(deliveryEvent(i)) }
         let transport = InMemoryTransport()
-        let second = Uploader(log: reopened, configuration: testDelivery(batch: 50), transport: transport, clock: ManualClock())
+        let second = try Uploader(log: reopened, configuration: testDelivery(batch: 50), transport: transport, clock: ManualClock())
         let drained = await second.flush()
         #expect(drained.sent == 45)
         let requests = transport.requests
@@ -329,7 +330,7 @@ struct DeliveryUploaderTests {
         let transport = InMemoryTransport()
         var config = testDelivery(batch: 3)
         config.maxEventAge = .seconds(3600)
-        let uploader = Uploader(log: log, configuration: config, transport: transport, clock: ManualClock(), now: { now })
+        let uploader = try Uploader(log: log, configuration: config, transport: transport, clock: ManualClock(), now: { now })
         let result = await uploader.flush()
         guard case .drained = result.outcome else { Issue.record("expected drained, got \(result)"); return }
         #expect(transport.requests.flatMap { trackIDs(in: $0) } == Array(4..<10))
@@ -345,12 +346,12 @@ struct DeliveryUploaderTests {
         defer { dir.remove() }
         let log = try deliveryLog(dir, events: 0..<5)
         let transport = InMemoryTransport(replies: [.hang])
-        let uploader = Uploader(log: log, configuration: testDelivery(), transport: transport)
+        let uploader = try Uploader(log: log, configuration: testDelivery(), transport: transport)
         uploader.start()
         await transport.waitForRequests(count: 1)
         let clock = ContinuousClock()
         let began = clock.now
-        let report = await uploader.shutdown(deadline: .milliseconds(200))
+        let report = await uploader.shutdown(timeout: .milliseconds(200))
         let elapsed = began.duration(to: clock.now)
         guard case .deadlineReached = report.outcome else { Issue.record("expected deadlineReached, got \(report)"); return }
         #expect(report.remaining == 5)
@@ -367,7 +368,7 @@ struct DeliveryUploaderTests {
         let log = try deliveryLog(dir, events: 0..<2)
         let ahead = LoopbackCollector.httpDate(Date(timeIntervalSince1970: 1_800_000_090))
         let transport = InMemoryTransport(replies: [.status(200, headers: ["Date": ahead])])
-        let uploader = Uploader(log: log, configuration: testDelivery(), transport: transport, clock: ManualClock(), now: { Date(timeIntervalSince1970: 1_800_000_000) })
+        let uploader = try Uploader(log: log, configuration: testDelivery(), transport: transport, clock: ManualClock(), now: { Date(timeIntervalSince1970: 1_800_000_000) })
         _ = await uploader.flush()
         #expect(await uploader.stats.clockSkew == .milliseconds(90_500))
     }

@@ -70,7 +70,9 @@ struct HTTPTransportTests {
     func deadlineTimerOrder() async throws {
         let timer = DeadlineTimer()
         let fired = Mutex<[Int]>([])
-        let start = DispatchTime.now()
+        // Half a second ahead: on a loaded machine adding the entries can take longer than their
+        // spacing, and an entry already due when added fires before the earlier ones exist.
+        let start = DispatchTime.now() + .milliseconds(500)
         // Added out of order, so that the timer must re-arm for an earlier deadline.
         var entries: [Int: DeadlineTimer.Entry] = [:]
         for (i, ms) in [(3, 90), (1, 30), (2, 60), (4, 120), (0, 10)] {

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Beacon
+import BeaconLog
 import BeaconTesting
 
 /// The tracker's endings carried out: `run()` as a service runs it, and every order of two endings.
@@ -94,7 +95,7 @@ struct LifecycleTests {
                 try await offPool { beacon.closeNow() }
                 return nil
             case .shutdown:
-                return await beacon.shutdown(deadline: .seconds(10))
+                return await beacon.shutdown(timeout: .seconds(10))
             case .cancelledRun:
                 let running = Task { try await beacon.run() }
                 running.cancel()

@@ -4,6 +4,7 @@ import Glibc
 import Synchronization
 import Testing
 @testable import Beacon
+import BeaconLog
 
 /// `SocketTransport` over TLS against nginx with certificates the test makes (``TLSTestServer``):
 /// what is refused, and why, and what is delivered.
@@ -137,7 +138,7 @@ struct SocketTransportTLSTests {
             var configuration = DeliveryConfiguration(url: server.url(.good))
             configuration.flushInterval = nil
             let reports = Mutex<[String]>([])
-            let refused = Uploader(log: log, configuration: configuration, transport: SocketTransport(), diagnostics: { line in reports.withLock { $0.append(line) } })
+            let refused = try Uploader(log: log, configuration: configuration, transport: SocketTransport(), diagnostics: { line in reports.withLock { $0.append(line.message) } })
             let result = await refused.flush()
             guard case .failed(let error) = result.outcome else {
                 Issue.record("expected a failure, got \(result)")
@@ -148,11 +149,11 @@ struct SocketTransportTLSTests {
             #expect(result.sent == 0 && result.remaining == 7)
             #expect(await refused.stats.paused == "TLS")
             #expect(reports.withLock { $0.count } == 1, "reported once: \(reports.withLock { $0 })")
-            _ = await refused.shutdown(deadline: .zero)
-            let trusting = Uploader(log: log, configuration: configuration, transport: try SocketTransport(tls: TLSConfiguration(caFile: server.pki.caFile)), diagnostics: { _ in })
+            _ = await refused.shutdown(timeout: .zero)
+            let trusting = try Uploader(log: log, configuration: configuration, transport: try SocketTransport(tls: TLSConfiguration(caFile: server.pki.caFile)), diagnostics: { _ in })
             let delivered = await trusting.flush()
             #expect(delivered.sent == 7, "\(delivered)")
-            _ = await trusting.shutdown(deadline: .zero)
+            _ = await trusting.shutdown(timeout: .zero)
             try log.close()
         }
     }

@@ -44,7 +44,7 @@ struct StorageFaultSweepTests {
             transport.setHandler { String(decoding: $0.body, as: UTF8.self).contains("POISON") ? .status(400, body: "poisoned") : nil }
             var delivery = testDelivery(batch: 4)
             delivery.maxEventAge = .seconds(3600)
-            uploader = Uploader(log: log, configuration: delivery, transport: transport, clock: ManualClock(), now: { StorageFaultSweepTests.now })
+            uploader = try Uploader(log: log, configuration: delivery, transport: transport, clock: ManualClock(), now: { StorageFaultSweepTests.now })
             fs.resetJournal()
         }
 
@@ -185,7 +185,7 @@ struct StorageFaultSweepTests {
         transport.setHandler { String(decoding: $0.body, as: UTF8.self).contains("POISON") ? .status(400) : nil }
         var delivery = testDelivery(batch: 4)
         delivery.maxEventAge = .seconds(3600)
-        let uploader = Uploader(log: log, configuration: delivery, transport: transport, clock: ManualClock(), now: { Self.now })
+        let uploader = try Uploader(log: log, configuration: delivery, transport: transport, clock: ManualClock(), now: { Self.now })
         _ = await uploader.flush()
         let rejected = dir.rejectedLines.compactMap { line -> Int? in
             let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import Beacon
+import BeaconLog
 
 /// Counts occurrences of `"key":` in the raw record, to show a key is written once.
 func occurrences(of key: String, in bytes: [UInt8]) -> Int {
@@ -27,7 +28,7 @@ func occurrences(of key: String, in bytes: [UInt8]) -> Int {
             beacon.track("G", properties: ["$lib": "caller"])
             beacon.clearSuperProperties()
             beacon.track("H")
-            try beacon.syncNow()
+            try beacon.sync()
             let raw = try readEventsWhileOpenRaw(beacon)
             let records = try readEventsWhileOpen(beacon).map { try #require($0["properties"] as? [String: Any]) }
             #expect(records.count == 4)
@@ -94,7 +95,7 @@ func occurrences(of key: String, in bytes: [UInt8]) -> Int {
             second.end()
             first.end()
 
-            // By name, suspended and resumed (the seeds' background case); a user pause survives resumeAll.
+            // By name, suspended and resumed (an app sent to the background); a user pause survives resumeAll.
             beacon.trackTimerStart("session")
             let paused = beacon.startTimer("paused")
             paused.pause()
@@ -114,7 +115,7 @@ func occurrences(of key: String, in bytes: [UInt8]) -> Int {
             startedWhileSuspended.end()
             beacon.trackTimerEnd("never_started")
 
-            try beacon.syncNow()
+            try beacon.sync()
             let raw = try readEventsWhileOpenRaw(beacon).map { String(decoding: $0, as: UTF8.self) }
             let records = try readEventsWhileOpen(beacon)
             func duration(_ i: Int) -> String? {

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Beacon
+import BeaconLog
 
 enum RandomValues {
     static let pieces: [String] = ["", "\"", "\\", "\n", "\r\n", "\t", "\u{0}", "\u{1}", "\u{1F}", "\u{7F}", "é", "日本語", "🚀", "👩‍👩‍👧",
@@ -104,7 +105,7 @@ func expectSame(_ parsed: Any?, _ value: PropertyValue, key: String) {
                 beacon.track("Random", properties: properties)
                 tracked.append(properties)
             }
-            try beacon.syncNow()
+            try beacon.sync()
             let raw = try readEventsWhileOpenRaw(beacon)
             #expect(raw.count == tracked.count)
             for (bytes, properties) in zip(raw, tracked) {

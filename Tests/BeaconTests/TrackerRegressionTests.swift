@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import Beacon
+import BeaconLog
 
 /// Found in review; each failed before its fix.
 @Suite struct TrackerRegressionTests {

@@ -3,6 +3,7 @@ import Glibc
 import Synchronization
 import Testing
 @testable import Beacon
+import BeaconLog
 
 /// Runs `body(index)` on `count` threads started together, and waits for all of them.
 func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import Beacon
+import BeaconLog
 @_exported import BeaconTestSupport
 
 /// Runs `body` on a thread of its own and waits for it without blocking the concurrency pool.
@@ -100,7 +101,7 @@ func readObjects(_ directory: String) throws -> [[String: Any]] {
 
 /// The events of an open tracker: makes them durable first.
 func events(of beacon: Beacon) throws -> [[String: Any]] {
-    try beacon.syncNow()
+    try beacon.sync()
     return try readEventsWhileOpen(beacon)
 }
 

@@ -67,7 +67,7 @@ func runDeliverChild(_ arguments: [String]) -> Never {
     }
     let done = DispatchSemaphore(value: 0)
     Task {
-        let report = await beacon.shutdown(deadline: .seconds(5))
+        let report = await beacon.shutdown(timeout: .seconds(5))
         say("done \(report.sent) \(report.remaining)")
         done.signal()
     }

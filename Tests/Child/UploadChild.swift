@@ -23,7 +23,7 @@ func runUploadChild(_ arguments: [String]) -> Never {
     delivery.batchSize = batch
     delivery.flushInterval = nil
     delivery.requestTimeout = .seconds(5)
-    let uploader = Uploader(log: log, configuration: delivery, diagnostics: { _ in })
+    let uploader = try! Uploader(log: log, configuration: delivery, diagnostics: { _ in })
     func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
     say("ready")
     let done = DispatchSemaphore(value: 0)

@@ -1,3 +1,4 @@
+import BeaconLog
 import Dispatch
 import Foundation
 import Glibc
@@ -17,22 +18,39 @@ final class DeliveryState: Sendable {
         init(_ sources: [any DispatchSourceSignal]) { self.sources = sources }
     }
 
-    init(configuration: Beacon.Configuration, log: BeaconLog) {
+    init(configuration: Beacon.Configuration, log: BeaconLog) throws {
         time = MonotonicTime(configuration.monotonicClock)
-        var delivery = configuration.delivery
-        if let url = configuration.serverURL {
-            if delivery == nil { delivery = DeliveryConfiguration(url: url) }
-            delivery?.url = url
-        }
-        guard let delivery, configuration.logAccess == .readWrite else {
+        guard let delivery = try configuration.effectiveDelivery(), configuration.logAccess == .readWrite else {
             uploader = nil
             return
         }
-        let diagnostics = configuration.diagnostics
-        uploader = Uploader(
+        uploader = try Uploader(
             log: log, configuration: delivery, transport: configuration.transport,
             clock: configuration.monotonicClock, now: configuration.wallClock,
-            diagnostics: { diagnostics(BeaconDiagnostic(kind: .delivery, message: $0)) })
+            diagnostics: configuration.diagnostics)
+    }
+}
+
+extension Beacon.Configuration {
+    /// The delivery settings with the collector URL: ``delivery`` with ``serverURL`` as its `url`
+    /// (or the defaults for `serverURL`), nil when neither is set. Throws when both name a
+    /// collector and they differ: one of them would otherwise win silently.
+    func effectiveDelivery() throws -> DeliveryConfiguration? {
+        guard let url = serverURL else { return delivery }
+        guard var delivery else { return DeliveryConfiguration(url: url) }
+        if delivery.url != url {
+            throw DeliveryError(.configuration, "serverURL (\(RedactedURL(url))) and delivery.url (\(RedactedURL(delivery.url))) name different collectors; set one of them")
+        }
+        delivery.url = url
+        return delivery
+    }
+
+    /// Throws what is wrong with this configuration, before anything is opened.
+    func validate() throws {
+        guard logAccess == .readWrite || logAccess == .write else {
+            throw BeaconLogError(.invalidArgument, "a tracker appends: logAccess is \(logAccess); use .readWrite (append and deliver) or .write (append only)", path: directory)
+        }
+        try effectiveDelivery()?.validate()
     }
 }
 
@@ -40,7 +58,7 @@ extension Beacon {
     /// Hooks the uploader to the writer (count trigger) and starts its delivery loop in the
     /// uploader's own task, so that a tracker nobody runs delivers: events left pending by earlier
     /// runs at once, then by count, interval and backoff. ``run()`` takes delivery over into its
-    /// caller's task; every ending stops the loop, and ``shutdown(deadline:)`` joins it.
+    /// caller's task; every ending stops the loop, and ``shutdown(timeout:)`` joins it.
     func startDelivery() {
         guard let uploader = delivery.uploader else { return }
         setOnAppended { pending in uploader.recordsPending(pending) }
@@ -54,14 +72,19 @@ extension Beacon {
     /// deadline. Concurrent callers share one flush.
     ///
     /// ```swift
-    /// let result = await beacon.flush(deadline: .seconds(2))
+    /// let result = await beacon.flush(timeout: .seconds(2))
     /// ```
-    /// - Parameter deadline: how long from now the flush may take; nil for no limit (each request
+    /// - Parameter timeout: how long from now the flush may take; nil for no limit (each request
     ///   still has the request timeout). No request is started that cannot finish before it.
-    public func flush(deadline: Duration? = nil) async -> FlushResult {
+    public func flush(timeout: Duration? = nil) async -> FlushResult {
         guard let uploader = delivery.uploader else { return noDelivery() }
         await BlockingQueue.run { [writer] in writer.waitUntilWritten() }
-        return reportingLosses(await uploader.flush(deadline: deadline))
+        return reportingLosses(await uploader.flush(timeout: timeout))
+    }
+
+    @available(*, deprecated, renamed: "flush(timeout:)", message: "a Duration is a timeout; the parameter is named so")
+    public func flush(deadline: Duration?) async -> FlushResult {
+        await flush(timeout: deadline)
     }
 
     /// Counters and state of delivery (all zero without a ``Configuration/serverURL``).
@@ -108,7 +131,7 @@ extension Beacon {
             let source = DispatchSource.makeSignalSource(signal: signo, queue: .global())
             source.setEventHandler { [self] in
                 Task {
-                    let report = await self.shutdown(deadline: deadline)
+                    let report = await self.shutdown(timeout: deadline)
                     next(signo, report)
                 }
             }

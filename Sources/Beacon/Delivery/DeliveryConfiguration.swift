@@ -61,6 +61,17 @@ public struct DeliveryConfiguration: Sendable {
         self.url = url
     }
 
+    /// Throws ``DeliveryError/Code/configuration`` naming the first value out of range.
+    func validate() throws {
+        for (name, value) in [("batchSize", batchSize), ("maxBatchBytes", maxBatchBytes), ("flushBulkSize", flushBulkSize),
+                              ("isolateAfterFailures", isolateAfterFailures), ("catchUpBatchSize", catchUpBatchSize ?? 1)] where value <= 0 {
+            throw DeliveryError(.configuration, "DeliveryConfiguration.\(name) is \(value); use a positive number")
+        }
+        if requestTimeout <= .zero {
+            throw DeliveryError(.configuration, "DeliveryConfiguration.requestTimeout is \(requestTimeout); use a positive duration")
+        }
+    }
+
     /// The events to read for the next request when `pending` events wait: `catchUpBatchSize`
     /// while more than `batchSize` are pending, else `batchSize`.
     func eventsPerRequest(pending: UInt64) -> Int {

@@ -1,3 +1,5 @@
+import BeaconLog
+
 /// What a flush (or the upload part of a shutdown) achieved.
 public struct FlushResult: Sendable, CustomStringConvertible {
     /// Why the flush stopped.

@@ -106,7 +106,7 @@ extension Beacon {
 
         /// How events are delivered when ``serverURL`` is set: batch size (50), flush policy
         /// (100 pending, every 15 s), request timeout, format, gzip, headers, backoff and
-        /// `maxEventAge`. `serverURL` replaces its `url`. Default: the defaults of
+        /// `maxEventAge`. Its `url` must be `serverURL` when both are set (opening throws otherwise). Default: the defaults of
         /// ``DeliveryConfiguration``. Backoff and intervals run on ``monotonicClock``.
         public var delivery: DeliveryConfiguration?
         /// How upload requests are sent. Default nil: ``Uploader/defaultTransport(for:environment:)``,

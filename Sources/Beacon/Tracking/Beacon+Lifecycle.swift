@@ -18,7 +18,7 @@ extension Beacon {
     /// For owners that run services as `run()` methods (swift-service-lifecycle, a task group):
     /// delivery then happens in the caller's task instead of the tracker's own background task
     /// (a tracker nobody runs delivers on its own, as before). `run()` also returns, without
-    /// being cancelled, when the tracker is ended another way (``shutdown(deadline:)``,
+    /// being cancelled, when the tracker is ended another way (``shutdown(timeout:)``,
     /// ``close()``). It does not throw today; `throws` leaves room to report a failed start.
     ///
     /// ```swift
@@ -58,7 +58,7 @@ extension Beacon {
 
     /// Tracks `$AppEnd` (with the uptime), writes everything tracked, fsyncs, and closes the log,
     /// releasing its lock. Nothing is uploaded: a request in flight is cancelled and pending events
-    /// stay on disk for the next run (``shutdown(deadline:)`` delivers them first). Later `track`
+    /// stay on disk for the next run (``shutdown(timeout:)`` delivers them first). Later `track`
     /// calls are dropped (counted as ``DropReason/closed``).
     ///
     /// Any later ending (`close`, `shutdown`, a cancelled `run()`) returns at once with this
@@ -96,14 +96,14 @@ extension Beacon {
     /// The shutdown runs to its end even if the calling task is cancelled.
     ///
     /// ```swift
-    /// let report = await beacon.shutdown(deadline: .seconds(1))
+    /// let report = await beacon.shutdown(timeout: .seconds(1))
     /// print("sent \(report.sent), \(report.remaining) left on disk: \(report.outcome)")
     /// ```
-    /// - Parameter deadline: how long from now shutdown may take; nil for no limit.
+    /// - Parameter timeout: how long from now shutdown may take; nil for no limit.
     /// - Returns: events sent during shutdown, events left on disk, and why it stopped.
     @discardableResult
-    public func shutdown(deadline: Duration? = nil) async -> FlushResult {
-        let (action, report) = lifecycle(.shutdown(deadline: deadline))
+    public func shutdown(timeout: Duration? = nil) async -> FlushResult {
+        let (action, report) = lifecycle(.shutdown(deadline: timeout))
         switch action {
         case .end(let ending): return await Task { await self.carryOut(ending) }.value
         // Events tracked after the end are dropped (closed): the kept report counts them too.
@@ -111,6 +111,12 @@ extension Beacon {
         case .deliver, .waitForEnd, .resumeWaiters, .none: break
         }
         return await waitForEnd()
+    }
+
+    @available(*, deprecated, renamed: "shutdown(timeout:)", message: "a Duration is a timeout; the parameter is named so")
+    @discardableResult
+    public func shutdown(deadline: Duration?) async -> FlushResult {
+        await shutdown(timeout: deadline)
     }
 
     // MARK: The shell
@@ -132,7 +138,7 @@ extension Beacon {
             await BlockingQueue.run { [self] in finishWriting() }
             var result: FlushResult
             if let uploader = delivery.uploader {
-                result = await uploader.shutdown(deadline: target.map { max(.zero, $0 - time.now()) })
+                result = await uploader.shutdown(timeout: target.map { max(.zero, $0 - time.now()) })
             } else {
                 result = noDelivery()
             }

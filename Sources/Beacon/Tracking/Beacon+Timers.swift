@@ -14,8 +14,8 @@ extension Beacon {
         return EventTimer(event: event, handle: handle, beacon: self)
     }
 
-    /// Starts (or restarts) the timer named `event`, as in the seeds: `trackTimerEnd(event)` tracks
-    /// it with its duration.
+    /// Starts (or restarts) the timer named `event`, for callers that cannot keep the handle
+    /// ``startTimer(_:)`` returns: `trackTimerEnd(event)` tracks it with its duration.
     public func trackTimerStart(_ event: String) {
         let now = elapsed()
         timerState.withLock { $0.byName[event] = TimerTable.Entry(now: now, suspended: $0.allSuspended) }
@@ -46,7 +46,7 @@ extension Beacon {
         _ = timerState.withLock { $0.byName.removeValue(forKey: event) }
     }
 
-    /// Stops every timer from counting (a service pausing, the seeds' background case) until
+    /// Stops every timer from counting (a service pausing, or an app sent to the background) until
     /// ``resumeAllTimers()``. Timers started meanwhile start suspended. Pauses made by the caller
     /// are kept across suspend and resume.
     public func suspendAllTimers() {

@@ -1,4 +1,4 @@
-@_exported import BeaconLog
+import BeaconLog
 import Foundation
 import Glibc
 import Synchronization
@@ -71,7 +71,12 @@ public final class Beacon: Sendable {
     ///
     /// Throws ``BeaconLogError`` if the log cannot be opened, for example `.locked` when another
     /// tracker (in this or another process) uses the directory.
+    /// Throws before opening anything when the configuration is wrong: ``DeliveryError`` with
+    /// `.configuration` for a delivery value out of range or a ``Configuration/serverURL`` that
+    /// disagrees with `delivery.url`, ``BeaconLogError`` `.invalidArgument` for a `logAccess` that
+    /// cannot append.
     public init(configuration: Configuration) throws {
+        try configuration.validate()
         // Every diagnostic, the delivery side's included, goes through the limiter.
         var configuration = configuration
         let limiter = DiagnosticLimiter(interval: configuration.diagnosticsInterval,
@@ -86,7 +91,6 @@ public final class Beacon: Sendable {
         logConfig.maxBytes = configuration.maxBytes
         logConfig.quotaPolicy = configuration.quotaPolicy
         logConfig.maxRecordBytes = configuration.maxRecordBytes
-        precondition(configuration.logAccess == .readWrite || configuration.logAccess == .write, "a tracker appends: logAccess must be .readWrite or .write")
         logConfig.access = configuration.logAccess
         logConfig.fileSystem = configuration.fileSystem
         let quotaDrops = self.quotaDrops, maxBytes = configuration.maxBytes, report = configuration.diagnostics
@@ -97,7 +101,7 @@ public final class Beacon: Sendable {
         let log = try BeaconLog(configuration: logConfig)
         quotaDrops.opened(log)
         self.log = log
-        self.delivery = DeliveryState(configuration: configuration, log: log)
+        self.delivery = try DeliveryState(configuration: configuration, log: log)
         self.life = ConditionLock(Life(machine: TrackerLifecycle(runGrace: configuration.shutdownGrace)))
         self.elapsed = Beacon.elapsedClock(configuration.monotonicClock)
         self.makeTrackId = configuration.trackIdGenerator ?? Beacon.defaultTrackIdGenerator()
@@ -299,8 +303,6 @@ public final class Beacon: Sendable {
         writer.waitUntilWritten()
         try log.sync()
     }
-
-    func syncNow() throws { try sync() }
 
     func noteStorageError(_ error: any Error) {
         counters.withLock { $0.lastError = "\(error)" }

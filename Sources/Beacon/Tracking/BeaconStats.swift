@@ -1,3 +1,5 @@
+import BeaconLog
+
 /// Counters of a tracker, since it was opened.
 public struct BeaconStats: Sendable, Equatable {
     /// Records accepted by `track`, the profile calls and lifecycle events.

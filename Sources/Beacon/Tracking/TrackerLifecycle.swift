@@ -1,7 +1,7 @@
 /// The tracker's life as a pure state machine: open → running → ending → closed.
 ///
 /// Six calls end a tracker. `close()`, `closeNow()` and `deinit` end it with ``Ending/close``;
-/// `shutdown(deadline:)`, a cancelled `run()` and the termination handler with
+/// `shutdown(timeout:)`, a cancelled `run()` and the termination handler with
 /// ``Ending/shutdown(deadline:)``. The first one decides how it ends; every later one (of any
 /// kind, in any order, concurrent or not) waits for that ending and returns its report.
 /// ``Beacon`` only carries out the actions.
@@ -39,7 +39,7 @@ struct TrackerLifecycle: Hashable, Sendable {
         case runCancelled
         /// `close()`, `closeNow()`, `deinit`.
         case close
-        /// `shutdown(deadline:)`, the termination handler.
+        /// `shutdown(timeout:)`, the termination handler.
         case shutdown(deadline: Duration?)
         /// The ending's work is done (the log is closed).
         case ended

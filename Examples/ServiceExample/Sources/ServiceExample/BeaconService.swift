@@ -11,6 +11,7 @@ struct BeaconService: Service {
     let beacon: Beacon
     func run() async throws { try await cancelWhenGracefulShutdown { try await beacon.run() } }
 }
+// ServiceGroup(services: [BeaconService(beacon: beacon), httpServer], gracefulShutdownSignals: [.sigterm], logger: logger)
 
 enum BeaconLogging {
     /// A bridge from Beacon's diagnostics to swift-log. Beacon rate-limits them at the source

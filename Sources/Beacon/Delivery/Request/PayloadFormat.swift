@@ -1,7 +1,7 @@
 /// How a batch of events is put in a request body. Bodies are the stored event bytes joined,
 /// never parsed or re-encoded.
 public enum PayloadFormat: String, Sendable, CaseIterable {
-    /// `[e1,e2,…]`, `Content-Type: application/json`: the seeds' wire format. The default.
+    /// `[e1,e2,…]`, `Content-Type: application/json`: what collectors of this record format take. The default.
     case jsonArray
     /// `{"sent_at":<epoch ms>,"batch":[e1,e2,…]}`, `Content-Type: application/json`. `sent_at` is
     /// stamped per attempt, so a retried body differs in that field only.

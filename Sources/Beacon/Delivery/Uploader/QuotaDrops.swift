@@ -1,3 +1,4 @@
+import BeaconLog
 import Synchronization
 
 /// What the log's quota deleted before delivery, since a tracker or an uploader opened, and the

@@ -16,11 +16,11 @@ extension Uploader {
     ///
     /// The flush runs in the caller's task, after a background pass that runs; concurrent callers
     /// share it and get the same result (cancelling the caller that runs it cuts it short for
-    /// all). After ``shutdown(deadline:)`` or ``stop()`` it fails with ``DeliveryError/Code/stopped``.
+    /// all). After ``shutdown(timeout:)`` or ``stop()`` it fails with ``DeliveryError/Code/stopped``.
     ///
-    /// - Parameter deadline: how long from now the flush may take; nil for one pass that stops at
+    /// - Parameter timeout: how long from now the flush may take; nil for one pass that stops at
     ///   the first failure (each request still has `requestTimeout`).
-    public func flush(deadline: Duration? = nil) async -> FlushResult {
+    public func flush(timeout deadline: Duration? = nil) async -> FlushResult {
         let target = deadline.map { time.now() + $0 }
         var sentBefore = 0
         switch scheduling.withLock({ $0.machine.flushRequested() }) {
@@ -73,15 +73,15 @@ extension Uploader {
     }
 
     /// Stops the background passes, then delivers what is pending until drained or the deadline,
-    /// retrying transient failures with backoff as ``flush(deadline:)`` does. A pass or flush
+    /// retrying transient failures with backoff as ``flush(timeout:)`` does. A pass or flush
     /// that runs is waited for and, if it still runs at the deadline, cancelled (its events stay
     /// pending and are sent again, with the same idempotency key, after the next start). The loop
     /// ``start()`` runs ends before this returns. Later flushes fail; concurrent and later
     /// shutdowns return the same report.
     ///
-    /// - Parameter deadline: how long from now shutdown may take; nil for one pass that stops at
+    /// - Parameter timeout: how long from now shutdown may take; nil for one pass that stops at
     ///   the first failure.
-    public func shutdown(deadline: Duration? = nil) async -> FlushResult {
+    public func shutdown(timeout deadline: Duration? = nil) async -> FlushResult {
         let target = deadline.map { time.now() + $0 }
         let (action, wakeup, queued) = scheduling.withLock { s in
             let action = s.machine.shutdownRequested()
@@ -192,5 +192,15 @@ extension Uploader {
                 }
             }
         }
+    }
+
+    @available(*, deprecated, renamed: "flush(timeout:)", message: "a Duration is a timeout; the parameter is named so")
+    public func flush(deadline: Duration?) async -> FlushResult {
+        await flush(timeout: deadline)
+    }
+
+    @available(*, deprecated, renamed: "shutdown(timeout:)", message: "a Duration is a timeout; the parameter is named so")
+    public func shutdown(deadline: Duration?) async -> FlushResult {
+        await shutdown(timeout: deadline)
     }
 }

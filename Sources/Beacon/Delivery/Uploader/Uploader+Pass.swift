@@ -1,3 +1,4 @@
+import BeaconLog
 import Foundation
 
 /// A pass: batch after batch until the log is empty, a pass-ending answer, or the deadline. The

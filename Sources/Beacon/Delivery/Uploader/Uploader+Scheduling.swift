@@ -17,7 +17,7 @@ extension Uploader {
     /// }
     /// ```
     ///
-    /// Cancelling the task ends the loop once the pass in flight has ended (``shutdown(deadline:)``
+    /// Cancelling the task ends the loop once the pass in flight has ended (``shutdown(timeout:)``
     /// and ``stop()`` cut that pass short); it does not shut the uploader down.
     public func run() async {
         let wakeup = Wakeup()
@@ -52,7 +52,7 @@ extension Uploader {
     }
 
     /// Runs ``run()`` in a task the uploader keeps: for owners without a task of their own to run
-    /// it in. ``shutdown(deadline:)`` ends and joins it. Calling it again does nothing.
+    /// it in. ``shutdown(timeout:)`` ends and joins it. Calling it again does nothing.
     public nonisolated func start() {
         scheduling.withLock { s in
             guard s.backgroundLoop == nil, s.machine.state != .stopped, !s.machine.isShuttingDown else { return }

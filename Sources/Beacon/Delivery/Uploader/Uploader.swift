@@ -1,3 +1,4 @@
+import BeaconLog
 import Dispatch
 import Foundation
 import Synchronization
@@ -19,10 +20,10 @@ import Synchronization
 /// `delivery.inflight`, acknowledges, and sleeps.
 ///
 /// Background passes run in one delivery loop, ``run()``, which the owner runs in a task of its
-/// own (or ``start()`` runs it in a task the uploader keeps and ``shutdown(deadline:)`` joins).
+/// own (or ``start()`` runs it in a task the uploader keeps and ``shutdown(timeout:)`` joins).
 /// A pass starts when `flushBulkSize` events are pending (``recordsAppended(_:)``), every
 /// `flushInterval`, when the loop starts (events left by earlier runs) and after a backoff.
-/// ``flush(deadline:)`` and ``shutdown(deadline:)`` run in their caller's task. Nothing runs while
+/// ``flush(timeout:)`` and ``shutdown(timeout:)`` run in their caller's task. Nothing runs while
 /// idle except the loop's one sleep.
 ///
 /// ```swift
@@ -133,19 +134,15 @@ public actor Uploader {
         transport: (any Transport)? = nil,
         clock: any Clock<Duration> = ContinuousClock(),
         now: @escaping @Sendable () -> Date = { Date() },
-        diagnostics: @escaping @Sendable (String) -> Void = { FileHandle.standardError.write(Data(("beacon: " + $0 + "\n").utf8)) }
-    ) {
-        precondition(configuration.batchSize > 0, "batchSize must be positive")
-        precondition(configuration.maxBatchBytes > 0, "maxBatchBytes must be positive")
-        precondition(configuration.flushBulkSize > 0, "flushBulkSize must be positive")
-        precondition(configuration.isolateAfterFailures > 0, "isolateAfterFailures must be positive")
-        precondition((configuration.catchUpBatchSize ?? 1) > 0, "catchUpBatchSize must be positive")
+        diagnostics: @escaping @Sendable (BeaconDiagnostic) -> Void = { _ in }
+    ) throws {
+        try configuration.validate()
         self.log = log
         self.configuration = configuration
         self.transport = transport ?? Self.defaultTransport(for: configuration.url)
         self.time = MonotonicTime(clock)
         self.wallClock = now
-        self.diagnostics = diagnostics
+        self.diagnostics = { diagnostics(BeaconDiagnostic(kind: .delivery, message: $0)) }
         self.rejectedFile = RejectedFile(directory: log.configuration.directory, fileSystem: log.configuration.fileSystem)
         self.inflightFile = InflightFile(directory: log.configuration.directory, fileSystem: log.configuration.fileSystem)
         self.requests = RequestBuilder(configuration: configuration)

@@ -9,7 +9,8 @@ enum Validation {
     static let dateRange: ClosedRange<Int64> = -62_135_596_800_000 ... 253_402_300_799_999
 
     /// Names a caller may not use as an event name or a property key: the record's own fields and
-    /// the names collectors of the seeds' format reserve.
+    /// the names collectors of this record format (`distinct_id`, `$lib`, `profile_set`, …)
+    /// reserve for their own columns.
     static let reservedNames: [String] = [
         "_track_id", "anonymous_id", "date", "datetime", "distinct_id", "event", "events", "first_id",
         "id", "login_id", "original_id", "properties", "second_id", "time", "type", "user_id", "users",
