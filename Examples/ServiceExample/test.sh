@@ -21,8 +21,10 @@ if ! command -v curl >/dev/null; then
   echo "service example test SKIPPED: curl is not installed"; exit 0
 fi
 echo "building the service example and beacon (the first build takes 3-5 minutes)..."
-swift build --package-path "$ROOT" --product beacon >/dev/null || { echo "FAILED: building beacon"; exit 1; }
-swift build --package-path "$HERE" >/dev/null || { echo "FAILED: building the service example"; exit 1; }
+BUILD_LOG="$(mktemp)"
+swift build --package-path "$ROOT" --product beacon >"$BUILD_LOG" 2>&1 || { tail -30 "$BUILD_LOG"; echo "FAILED: building beacon"; exit 1; }
+swift build --package-path "$HERE" >"$BUILD_LOG" 2>&1 || { tail -30 "$BUILD_LOG"; echo "FAILED: building the service example"; exit 1; }
+rm -f "$BUILD_LOG"
 BEACON="$(swift build --package-path "$ROOT" --show-bin-path)/beacon"
 EXAMPLE="$(swift build --package-path "$HERE" --show-bin-path)/ServiceExample"
 
