@@ -1,3 +1,4 @@
+import Beacon
 import Glibc
 import Synchronization
 
@@ -24,8 +25,8 @@ enum Interruption {
     static func install() {
         interruptionMainThread.store(pthread_self(), ordering: .relaxed)
         if interruptionPipe.load(ordering: .relaxed) < 0 {
-            let pipe = WakePipe()
-            interruptionPipe.store(pipe.readEnd, ordering: .relaxed)
+            let pipe = SocketWaker()
+            interruptionPipe.store(pipe.fd, ordering: .relaxed)
             interruptionPipeWriteEnd.store(pipe.writeEnd, ordering: .relaxed)
             interruptionPipeOwner = pipe
         }
@@ -58,4 +59,4 @@ private let interruptionMainThread = Atomic<UInt>(0)
 /// The pipe a signal wakes (see ``Interruption/fd``); both ends stay open for the process's life.
 private let interruptionPipe = Atomic<Int32>(-1)
 private let interruptionPipeWriteEnd = Atomic<Int32>(-1)
-nonisolated(unsafe) private var interruptionPipeOwner: WakePipe?
+nonisolated(unsafe) private var interruptionPipeOwner: SocketWaker?

@@ -62,11 +62,11 @@ final class LogWatcher {
     /// inotify, waits ``fallbackInterval``.
     func waitForAppend() {
         guard fd >= 0 else {
-            _ = WakePipe.waitReadable([Interruption.fd], timeout: Self.fallbackInterval)
+            _ = Readiness.waitReadable([Interruption.fd], timeout: Self.fallbackInterval)
             return
         }
         while Interruption.signal == 0 && !readEvents() {
-            let ready = WakePipe.waitReadable([fd, Interruption.fd], timeout: nil)
+            let ready = Readiness.waitReadable([fd, Interruption.fd], timeout: nil)
             if ready.isEmpty || ready.contains(1) { return }
         }
     }

@@ -160,7 +160,7 @@ struct SendCommand: Command {
     /// periodic wakeup). On SIGINT or SIGTERM meanwhile, `onSignal` runs once beside it (to make
     /// `body` return early) and the wait goes on until `body` returns.
     static func waitFor<T: Sendable>(_ body: @escaping @Sendable () async -> T, onSignal: (@Sendable () async -> Void)? = nil) -> T {
-        let done = WakePipe()
+        let done = SocketWaker()
         let box = Mutex<T?>(nil)
         Task {
             let value = await body()
@@ -170,7 +170,7 @@ struct SendCommand: Command {
         var signalled = false
         while box.withLock({ $0 == nil }) {
             let watchSignal = onSignal != nil && !signalled
-            let ready = WakePipe.waitReadable(watchSignal ? [done.readEnd, Interruption.fd] : [done.readEnd], timeout: done.readEnd < 0 ? .milliseconds(100) : nil)
+            let ready = Readiness.waitReadable(watchSignal ? [done.fd, Interruption.fd] : [done.fd], timeout: done.fd < 0 ? .milliseconds(100) : nil)
             if watchSignal, ready.contains(1) || Interruption.signal != 0, let onSignal {
                 signalled = true
                 Task { await onSignal() }
@@ -181,6 +181,6 @@ struct SendCommand: Command {
 
     /// Waits up to `duration`, returning early on SIGINT/SIGTERM.
     static func pauseUnlessInterrupted(_ duration: Duration) {
-        _ = WakePipe.waitReadable([Interruption.fd], timeout: duration)
+        _ = Readiness.waitReadable([Interruption.fd], timeout: duration)
     }
 }

@@ -39,7 +39,13 @@ extension LoopbackCollector {
                 close(fd)
             }
         }
-        var reader = SocketReader(fd: fd)
+        serve(CollectorSocket(fd: fd))
+    }
+
+    /// Reads requests from `connection` and answers them until it ends or a request cannot be
+    /// read (then the connection is closed without an answer).
+    func serve(_ connection: some CollectorConnection) {
+        var reader = SocketReader(connection)
         while let head = reader.readHead() {
             if head.headers["expect"]?.lowercased() == "100-continue" {
                 guard reader.send(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)) else { return }
@@ -81,7 +87,7 @@ extension LoopbackCollector {
             if hang {
                 // Hold the connection until the client closes it or the collector stops.
                 var scratch = [UInt8](repeating: 0, count: 4096)
-                while recv(fd, &scratch, scratch.count, 0) > 0 {}
+                while scratch.withUnsafeMutableBytes({ reader.connection.receive(into: $0) }) > 0 {}
                 return
             }
             let offset = state.withLock { $0.clockOffset }

@@ -1,30 +1,65 @@
 import Glibc
 
-/// Buffered blocking reads of HTTP/1.1 requests from one socket.
-struct SocketReader {
+/// One client connection of the collector: a socket, or bytes in memory (`Fuzz/FuzzCollector`
+/// serves any request bytes through ``LoopbackCollector/serve(_:)`` without a socket).
+protocol CollectorConnection {
+    /// Reads into `buffer`; the number of bytes read, 0 at the end of the stream or on an error.
+    mutating func receive(into buffer: UnsafeMutableRawBufferPointer) -> Int
+    /// Sends all of `bytes`; false if the connection failed.
+    mutating func send(_ bytes: UnsafeRawBufferPointer) -> Bool
+}
+
+/// A connected socket, with blocking calls.
+struct CollectorSocket: CollectorConnection {
+    let fd: Int32
+
+    mutating func receive(into buffer: UnsafeMutableRawBufferPointer) -> Int {
+        while true {
+            let n = recv(fd, buffer.baseAddress, buffer.count, 0)
+            if n < 0 && errno == EINTR { continue }
+            return max(0, n)
+        }
+    }
+
+    mutating func send(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        var done = 0
+        while done < bytes.count {
+            let n = Glibc.send(fd, bytes.baseAddress! + done, bytes.count - done, Int32(MSG_NOSIGNAL))
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return false }
+            done += n
+        }
+        return true
+    }
+}
+
+/// Buffered blocking reads of HTTP/1.1 requests from one connection.
+struct SocketReader<Connection: CollectorConnection> {
     struct Head {
         var method: String
         var path: String
         var headers: [String: String]
     }
 
-    let fd: Int32
+    /// The longest request head, and the longest chunk size or trailer line: a client sending
+    /// more without a line end is cut off instead of filling memory.
+    static var maxHeadBytes: Int { 1 << 20 }
+    static var maxLineBytes: Int { 64 << 10 }
+
+    var connection: Connection
     var buffer: [UInt8] = []
     var start = 0
 
-    init(fd: Int32) { self.fd = fd }
+    init(_ connection: Connection) { self.connection = connection }
 
     /// Reads more bytes; false at end of stream or error.
     mutating func fill() -> Bool {
         if start > 0 && start == buffer.count { buffer.removeAll(keepingCapacity: true); start = 0 }
         var chunk = [UInt8](repeating: 0, count: 64 * 1024)
-        while true {
-            let n = recv(fd, &chunk, chunk.count, 0)
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { return false }
-            buffer.append(contentsOf: chunk[0..<n])
-            return true
-        }
+        let n = chunk.withUnsafeMutableBytes { connection.receive(into: $0) }
+        if n <= 0 { return false }
+        buffer.append(contentsOf: chunk[0..<n])
+        return true
     }
 
     mutating func readHead() -> Head? {
@@ -42,7 +77,7 @@ struct SocketReader {
                 }
                 return Head(method: String(requestLine[0]), path: String(requestLine[1]), headers: headers)
             }
-            if buffer.count - start > 1 << 20 { return nil }
+            if buffer.count - start > Self.maxHeadBytes { return nil }
             guard fill() else { return nil }
         }
     }
@@ -68,6 +103,7 @@ struct SocketReader {
                 start = end + 2
                 return line
             }
+            if buffer.count - start > Self.maxLineBytes { return nil }
             guard fill() else { return nil }
         }
     }
@@ -88,16 +124,7 @@ struct SocketReader {
         }
     }
 
-    func send(_ bytes: [UInt8]) -> Bool {
-        var done = 0
-        return bytes.withUnsafeBytes { raw -> Bool in
-            while done < raw.count {
-                let n = Glibc.send(fd, raw.baseAddress! + done, raw.count - done, Int32(MSG_NOSIGNAL))
-                if n < 0 && errno == EINTR { continue }
-                if n <= 0 { return false }
-                done += n
-            }
-            return true
-        }
+    mutating func send(_ bytes: [UInt8]) -> Bool {
+        bytes.withUnsafeBytes { connection.send($0) }
     }
 }

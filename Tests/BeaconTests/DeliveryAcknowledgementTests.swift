@@ -213,7 +213,7 @@ struct DeliveryAcknowledgementTests {
         try FileManager.default.createDirectory(atPath: dir.path, withIntermediateDirectories: true)
         let file = InflightFile(directory: dir.path, fileSystem: SystemFileSystem())
         #expect(file.load().isEmpty)
-        let big = InflightFile.Range(firstSeq: .max, count: .max, sends: .max)
+        let big = InflightFile.Range(firstSeq: .max, count: InflightFile.maxCount, sends: InflightFile.maxCount, failures: InflightFile.maxCount)
         for ranges in [[], [InflightFile.Range(firstSeq: 7, count: 3, sends: 2)], [.init(firstSeq: 0, count: 50), big], [big]] {
             try file.save(ranges)
             #expect(file.load() == ranges)
@@ -226,9 +226,12 @@ struct DeliveryAcknowledgementTests {
         #expect(file.load() == accepted)
         #expect(InflightFile(directory: dir.path, fileSystem: SystemFileSystem(), bootID: String(repeating: "1", count: 32)).load()
             == [.init(firstSeq: 0, count: 10), .init(firstSeq: 10, count: 10, sends: 2, failures: 1)], "another boot sends them again")
-        let full = (0..<InflightFile.capacity).map { InflightFile.Range(firstSeq: .max - UInt64($0), count: .max, sends: .max, failures: .max, accepted: true) }
+        let full = (0..<InflightFile.capacity).map { InflightFile.Range(firstSeq: .max - UInt64($0), count: InflightFile.maxCount, sends: InflightFile.maxCount, failures: InflightFile.maxCount, accepted: true) }
         try file.save(full)
-        #expect(file.load() == full, "the most ranges, every field at its widest, fit the record")
+        #expect(file.load() == full, "the most ranges, every field at its widest that loads, fit the record")
+        // Wider counts still fit the record, and load as a damaged file (no ranges).
+        try file.save(full.map { InflightFile.Range(firstSeq: $0.firstSeq, count: .max, sends: .max, failures: .max, accepted: true) })
+        #expect(file.load().isEmpty)
         // An earlier version wrote one range per file, with or without the send count.
         for (text, expected) in [("12 50 3\n", [InflightFile.Range(firstSeq: 12, count: 50, sends: 3)]), ("12 50\n", [.init(firstSeq: 12, count: 50)]), ("garbage\n", [])] {
             let other = InflightFile(directory: dir.path, fileSystem: SystemFileSystem())

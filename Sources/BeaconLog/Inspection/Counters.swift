@@ -65,7 +65,8 @@ struct PersistedCounters: Codable, Equatable, Sendable {
         var merged = PersistedCounters()
         for kind in [BeaconLog.LockKind.writer, .reader] {
             guard let bytes = (try? fileSystem.contents(ofFile: path(kind, directory: directory), attempts: 2)) ?? nil,
-                  let counters = try? JSONDecoder().decode(PersistedCounters.self, from: Data(bytes)) else { continue }
+                  let counters = try? JSONDecoder().decode(PersistedCounters.self, from: Data(bytes)),
+                  counters.isPlausible else { continue }
             if kind == .writer {
                 merged.dropped = counters.dropped
                 merged.refused = counters.refused
@@ -76,6 +77,13 @@ struct PersistedCounters: Codable, Equatable, Sendable {
             }
         }
         return merged
+    }
+
+    /// Whether every count is below 2^62: a larger one was never counted (it would overflow the
+    /// counting that goes on from it), so the file is damaged and counts as zeros.
+    var isPlausible: Bool {
+        let limit: UInt64 = 1 << 62
+        return skippedCorrupt < limit && (Array(dropped.values) + Array(refused.values) + Array(skippedCorruptByReason.values)).allSatisfy { $0 < limit }
     }
 
     /// Replaces the `kind` file with the counters that role owns. Best effort.

@@ -35,6 +35,8 @@ extension BeaconLog {
             // The last seq accepted in the current segment. Within one segment seqs go up by one;
             // only a segment's first records may repeat earlier ones (a rewrite after a failed fsync).
             var lastInSegment: UInt64? = pos.offset > 0 && pos.seq > 0 ? pos.seq - 1 : nil
+            // The end of the log as this writer knows it (looked at again when a seq reaches it).
+            var knownEnd = canWrite ? state.withLock { $0.written.seq } : .max
             func moveOn(to next: UInt64) {
                 pos = LogPosition(segment: next, offset: 0, seq: pos.seq)
                 lastInSegment = nil
@@ -64,7 +66,14 @@ extension BeaconLog {
                 switch parsed {
                 case .record(let seq, let event):
                     let next = LogPosition(segment: pos.segment, offset: lineEnd, seq: pos.seq)
-                    if let last = lastInSegment, seq != last + 1, try !plausibleJump(to: seq, after: last, next: next, limit: limit, io: &io) {
+                    if seq >= knownEnd { knownEnd = canWrite ? state.withLock { $0.written.seq } : .max }
+                    if seq >= knownEnd {
+                        // No record this log wrote has a seq at or past its end: damaged seq digits
+                        // in a segment that opening did not scan. Passed over: a batch ending past
+                        // the log's end could never be acknowledged.
+                        skipped += countCorrupt(at: pos, reason: .seqDigits)
+                        pos.offset = lineEnd
+                    } else if let last = lastInSegment, seq != last + 1, try !plausibleJump(to: seq, after: last, next: next, limit: limit, io: &io) {
                         // The CRC covers the event, not its seq: damaged seq digits. Counted, passed over.
                         skipped += countCorrupt(at: pos, reason: .seqDigits)
                         pos.offset = lineEnd

@@ -17,7 +17,12 @@ enum Recovery {
         var size: UInt64
         /// The end of the last valid record (0 if none).
         var validEnd: UInt64
+        /// The highest seq of a valid record: the log goes on after it. Not simply the last one's:
+        /// in a damaged segment a lower seq may follow, and the next append must not reuse a seq
+        /// that a reader already delivered (nor could the batch that read it be acknowledged).
         var lastSeq: UInt64?
+        /// A line that is not a valid record, or bytes after the last line.
+        var damaged = false
     }
 
     static func open(directory: String, fs: any FileSystem, canWrite: Bool, canAcknowledge: Bool) throws -> Opened {
@@ -34,10 +39,12 @@ enum Recovery {
 
         // The newest segment: keep every valid record, cut the invalid tail, make it durable.
         var lastSeq: UInt64?
+        var newestDamaged = false
         var index = segments.count - 1
         while index >= 0 {
             let path = directory + "/" + SegmentName.fileName(segments[index].number)
             let scan = try scanSegment(path: path, fs: fs)
+            newestDamaged = scan.damaged || scan.size > scan.validEnd
             if index == segments.count - 1 && canWrite {
                 if scan.size > scan.validEnd || scan.size > 0 {
                     let file = try fs.open(path, .readWrite)
@@ -56,6 +63,15 @@ enum Recovery {
                 break
             }
             index -= 1
+        }
+        // A rewrite after a failed fsync starts a segment with copies of the previous one's last
+        // records; if the rest of it was torn, the previous segment ends higher than it: the log
+        // goes on after that, or its batch could never be acknowledged and an append would reuse
+        // a seq a reader delivered. Looked at only when the newest segment is damaged, and then
+        // only the previous one's tail (64 KiB, more while it holds no record).
+        if let newest = lastSeq, newestDamaged, index > 0,
+           let previous = try highestSeqNearEnd(path: directory + "/" + SegmentName.fileName(segments[index - 1].number), fs: fs) {
+            lastSeq = max(newest, previous)
         }
 
         // The checkpoint.
@@ -107,11 +123,38 @@ enum Recovery {
             forEachLine(raw) { range, parsed in
                 if case .record(let seq, _) = parsed {
                     scan.validEnd = UInt64(range.upperBound + 1)
-                    scan.lastSeq = seq
+                    scan.lastSeq = max(scan.lastSeq ?? seq, seq)
+                } else {
+                    scan.damaged = true
                 }
             }
         }
         return scan
+    }
+
+    /// The highest seq among the valid records at the end of a segment: its last 64 KiB, four
+    /// times more while they hold no valid record.
+    static func highestSeqNearEnd(path: String, fs: any FileSystem) throws -> UInt64? {
+        let file = try fs.open(path, .read)
+        defer { fs.close(file) }
+        let size = try fs.size(file)
+        var window: UInt64 = 64 * 1024
+        while true {
+            let start = size > window ? size - window : 0
+            var bytes = [UInt8](repeating: 0, count: Int(size - start))
+            let n = try bytes.withUnsafeMutableBytes { try fs.read(file, into: $0, at: start) }
+            bytes.removeLast(bytes.count - n)
+            var highest: UInt64?
+            bytes.withUnsafeBytes { raw in
+                // From inside the file the first line may be cut: only lines after its first newline count.
+                let from = start == 0 ? 0 : (raw.firstIndex(of: 0x0A).map { $0 + 1 } ?? raw.count)
+                forEachLine(UnsafeRawBufferPointer(rebasing: raw[from...])) { _, parsed in
+                    if case .record(let seq, _) = parsed { highest = max(highest ?? seq, seq) }
+                }
+            }
+            if highest != nil || start == 0 { return highest }
+            window *= 4
+        }
     }
 
     /// Calls `body` for every complete line (ending in `\n`) with its range (without the newline)

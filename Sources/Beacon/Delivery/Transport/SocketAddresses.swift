@@ -4,7 +4,7 @@ import Glibc
 import Synchronization
 
 /// One address to connect to: a `sockaddr_in` or `sockaddr_in6` with its port.
-struct SocketAddress: Sendable, CustomStringConvertible {
+struct SocketAddress: Sendable {
     let family: Int32
     private let storage: sockaddr_storage
     private let length: socklen_t
@@ -38,16 +38,6 @@ struct SocketAddress: Sendable, CustomStringConvertible {
 
     func withSockaddr<T>(_ body: (UnsafePointer<sockaddr>, socklen_t) -> T) -> T {
         withUnsafeBytes(of: storage) { body($0.baseAddress!.assumingMemoryBound(to: sockaddr.self), length) }
-    }
-
-    /// The address as text (`127.0.0.1`, `::1`), for messages.
-    var description: String {
-        var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
-        withUnsafeBytes(of: storage) { raw in
-            let offset = family == AF_INET6 ? MemoryLayout<sockaddr_in6>.offset(of: \.sin6_addr)! : MemoryLayout<sockaddr_in>.offset(of: \.sin_addr)!
-            _ = inet_ntop(family, raw.baseAddress! + offset, &text, socklen_t(text.count))
-        }
-        return String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }
 

@@ -98,15 +98,17 @@ struct SocketEndpoint: Sendable {
 }
 
 /// Wakes a thread waiting in `poll` (a non-blocking socket pair): how a cancellation reaches a
-/// blocked exchange.
-final class SocketWaker: Sendable {
+/// blocked exchange, and (in `beacon send`) how a finished task or a signal wakes the main thread.
+/// ``wake()`` is a `write(2)` of one byte, safe in a signal handler through ``writeEnd``.
+package final class SocketWaker: Sendable {
     /// The end `poll` watches; -1 when the pair could not be made (no file descriptor left): then
     /// waits are cut into slices of ``sliceWithoutPair`` milliseconds to notice a cancellation.
-    let fd: Int32
-    private let writeEnd: Int32
+    package let fd: Int32
+    /// The end ``wake()`` writes to.
+    package let writeEnd: Int32
     static let sliceWithoutPair: UInt64 = 100
 
-    init() {
+    package init() {
         var ends: (Int32, Int32) = (-1, -1)
         let made = withUnsafeMutableBytes(of: &ends) { socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, $0.baseAddress!.assumingMemoryBound(to: Int32.self)) }
         fd = made == 0 ? ends.0 : -1
@@ -118,7 +120,7 @@ final class SocketWaker: Sendable {
         if writeEnd >= 0 { close(writeEnd) }
     }
 
-    func wake() {
+    package func wake() {
         var one: UInt8 = 1
         _ = write(writeEnd, &one, 1)
     }

@@ -104,17 +104,23 @@ final class InflightFile: Sendable {
         var accepted = false
     }
 
-    /// The ranges saved, oldest first; empty when there is no file or it cannot be read (the next
-    /// batch is then cut afresh).
+    /// The largest record count, send count or failure count a range may hold: larger ones mean
+    /// the file is damaged.
+    static let maxCount = Int(Int32.max)
+
+    /// The ranges saved, oldest first; empty when there is no file or it cannot be read, or holds a
+    /// number out of range (the next batch is then cut afresh).
     func load() -> [Range] {
         guard let bytes = (try? fileSystem.contents(ofFile: path)) ?? nil else { return [] }
         var ranges: [Range] = []
         for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
             let parts = line.split(separator: " ")
             if parts.isEmpty { continue }
-            guard (2...5).contains(parts.count), let first = UInt64(parts[0]), let count = Int(parts[1]), count > 0 else { return [] }
+            guard (2...5).contains(parts.count), let first = UInt64(parts[0]), let count = Int(parts[1]), (1...Self.maxCount).contains(count) else { return [] }
             let sends = parts.count >= 3 ? Int(parts[2]) ?? 1 : 1
             let failures = parts.count >= 4 ? Int(parts[3]) ?? 0 : 0
+            // Counts no run could have written (they trapped the delivery state machine's arithmetic).
+            guard sends <= Self.maxCount, failures <= Self.maxCount else { return [] }
             let accepted = parts.count == 5 && parts[4] == bootID && bootID != "unknown"
             ranges.append(Range(firstSeq: first, count: count, sends: max(1, sends), failures: max(0, failures), accepted: accepted))
         }

@@ -1,38 +1,8 @@
 import Glibc
 
-/// A non-blocking pipe that one side writes a byte to and the other waits on with `poll`: how a
-/// task finishing or a signal arriving wakes the main thread without it waking up periodically.
-/// Writing is async-signal-safe (`write(2)`), so a signal handler may do it.
-final class WakePipe: Sendable {
-    /// The end to wait on (`POLLIN`); -1 when no pipe could be made.
-    let readEnd: Int32
-    /// The end to write to.
-    let writeEnd: Int32
-
-    init() {
-        var ends: [Int32] = [-1, -1]
-        if pipe(&ends) == 0 {
-            for end in ends {
-                _ = fcntl(end, F_SETFL, fcntl(end, F_GETFL) | O_NONBLOCK)
-                _ = fcntl(end, F_SETFD, FD_CLOEXEC)
-            }
-        } else {
-            ends = [-1, -1]
-        }
-        readEnd = ends[0]
-        writeEnd = ends[1]
-    }
-
-    deinit {
-        if readEnd >= 0 { close(readEnd) }
-        if writeEnd >= 0 { close(writeEnd) }
-    }
-
-    func wake() {
-        var one: UInt8 = 1
-        _ = write(writeEnd, &one, 1)
-    }
-
+/// Waiting in `poll` for descriptors to become readable (a ``SocketWaker``'s, inotify's,
+/// ``Interruption/fd``) with no periodic wakeup.
+enum Readiness {
     /// Waits until one of `fds` (with `POLLIN`) is readable or `timeout` passes (nil: no
     /// timeout); the indices of the readable ones. Interrupted waits (`EINTR`) go on with the time
     /// left. A negative fd is never ready.
