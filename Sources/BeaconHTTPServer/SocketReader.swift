@@ -1,6 +1,6 @@
 import Glibc
 
-/// One client connection of the collector: a socket, or bytes in memory (`Fuzz/FuzzCollector`
+/// One client connection of the collector: a socket, or bytes in memory (`Tests/Fuzz/FuzzCollector`
 /// serves any request bytes through ``LoopbackCollector/serve(_:)`` without a socket).
 protocol CollectorConnection {
     /// Reads into `buffer`; the number of bytes read, 0 at the end of the stream or on an error.

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import BeaconLog
 
-/// Inputs the fuzz targets (Fuzz/, `Benchmarks/fuzz.sh`) found, kept as ordinary tests: segment
+/// Inputs the fuzz targets (Tests/Fuzz/, `Benchmarks/fuzz.sh`) found, kept as ordinary tests: segment
 /// files and checkpoints with bytes Beacon did not write.
 @Suite struct FuzzRegressionTests {
     /// Writes segment `number` of `dir` with these frames and raw bytes.

@@ -4,7 +4,7 @@ import Testing
 @testable import BeaconLog
 import BeaconTestSupport
 
-/// Inputs Fuzz/FuzzStateFiles found, kept as ordinary tests: `delivery.inflight` and the counter
+/// Inputs Tests/Fuzz/FuzzStateFiles found, kept as ordinary tests: `delivery.inflight` and the counter
 /// files with bytes Beacon did not write.
 @Suite struct StateFileFuzzRegressionTests {
     /// `delivery.inflight` with a send or failure count no run writes (Int.max): loaded as is, the
@@ -53,7 +53,7 @@ import BeaconTestSupport
     }
 }
 
-/// Inputs Fuzz/FuzzHTTPResponse found in collectors' answers.
+/// Inputs Tests/Fuzz/FuzzHTTPResponse found in collectors' answers.
 @Suite struct HTTPAnswerFuzzRegressionTests {
     /// FuzzHTTPResponse (before the strict digits of c6ad44f): the last chunk's size line `-0`
     /// parsed as 0 (`Int(_:radix:)` takes a sign), so a body ended where a strict reader sees a

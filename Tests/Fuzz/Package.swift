@@ -9,7 +9,7 @@ import PackageDescription
 
 let package = Package(
     name: "BeaconFuzz",
-    dependencies: [.package(name: "Beacon", path: "..")],
+    dependencies: [.package(name: "Beacon", path: "../..")],
     targets: [
         .target(name: "CFuzzDriver"),
         .target(name: "FuzzSupport", dependencies: ["CFuzzDriver"]),

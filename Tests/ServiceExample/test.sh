@@ -2,7 +2,7 @@
 # The service example under load, stopped with SIGTERM: it must exit within the grace, and every
 # request it answered on /track must have its event at the collector exactly once, in order.
 #
-#   Examples/ServiceExample/test.sh
+#   Tests/ServiceExample/test.sh
 #
 # Builds the example (Hummingbird, swift-service-lifecycle, swift-log: the first build takes
 # 3-5 minutes on 2 cores) and `beacon` (the repository's loopback collector, `beacon collect`),

@@ -1,6 +1,6 @@
 // The README's snippets that need swift-log, compiled (never run: they write to /var/lib). Keep
 // them identical to the README (ReadmeSnippetTests checks the blocks marked service-example;
-// the others are compiled by the root package's Tests/ReadmeSnippets): `Examples/ServiceExample/test.sh`
+// the others are compiled by the root package's Tests/ReadmeSnippets): `Tests/ServiceExample/test.sh`
 // builds this package.
 import Beacon
 import Foundation

@@ -1,1 +1,0 @@
-../../../Sources/BeaconCLI/JSONValidator.swift

@@ -1,0 +1,1 @@
+../../../../Sources/BeaconCLI/JSONValidator.swift
