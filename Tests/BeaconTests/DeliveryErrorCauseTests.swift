@@ -91,11 +91,18 @@ struct DeliveryErrorCauseTests {
         let transport = InMemoryTransport()
         transport.defaultReply = .status(status, body: "busy \(status)")
         var config = testDelivery()
-        config.backoff = .init(initial: .milliseconds(20), maximum: .milliseconds(20), jitter: false)
-        let uploader = try Uploader(log: log, configuration: config, transport: transport)
-        let result = await uploader.flush(timeout: .milliseconds(500))
+        config.backoff = .init(initial: .seconds(1), maximum: .seconds(1), jitter: false)
+        let clock = ManualClock()
+        let uploader = try Uploader(log: log, configuration: config, transport: transport, clock: clock)
+        // Passes at 0, 1, 2 and 3 s; the next retry (4 s) is past the timeout.
+        let flush = Task { await uploader.flush(timeout: .milliseconds(3500)) }
+        for _ in 0..<3 {
+            await clock.waitForSleepers(count: 1)
+            _ = clock.advanceToNextDeadline()
+        }
+        let result = await flush.value
         guard case .failed(let error) = result.outcome else { Issue.record("expected failed, got \(result)"); return }
-        #expect(transport.requests.count >= 2, "retried before the timeout")
+        #expect(transport.requests.count >= 4, "retried until the timeout")
         #expect(error.code == .transient && error.status == status && error.answer == "busy \(status)" && error.cause == nil, "\(error)")
         _ = await uploader.shutdown(timeout: .zero)
     }
