@@ -49,7 +49,7 @@ struct ConfigurationErrorTests {
             var config = Beacon.Configuration(directory: dir)
             config.storage.access = .read
             let error = try #require(throws: BeaconLogError.self) { _ = try Beacon(configuration: config) }
-            #expect(error.code == .invalidArgument && error.message.contains("logAccess"))
+            #expect(error.code == .invalidArgument && error.message.contains("storage.access"))
         }
     }
 }
