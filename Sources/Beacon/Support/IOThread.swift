@@ -56,7 +56,9 @@ final class IOThread: TaskExecutor, @unchecked Sendable {
     }
 
     private static func loop(_ lock: ConditionLock<State>, _ executor: UnownedTaskExecutor) {
-        pthread_setspecific(currentKey, UnsafeRawPointer(bitPattern: 1))
+        let deferred = Deferred()
+        pthread_setspecific(currentKey, Unmanaged.passUnretained(deferred).toOpaque())
+        defer { pthread_setspecific(currentKey, nil) }
         var batch: [UnownedJob] = []
         while true {
             let stop = lock.withLock { held -> Bool in
@@ -67,11 +69,41 @@ final class IOThread: TaskExecutor, @unchecked Sendable {
             if stop { return }
             for job in batch { job.runSynchronously(on: executor) }
             batch.removeAll(keepingCapacity: true)
+            // About to wait for more jobs: nothing kept for then stays behind.
+            runDeferred()
         }
     }
 
     /// Whether the calling thread is an ``IOThread``: blocking here holds no thread of Swift's pool.
     static var isCurrent: Bool { pthread_getspecific(currentKey) != nil }
+
+    /// Work the thread does when it would otherwise wait (``runDeferred()``), in order.
+    private final class Deferred {
+        var work: [() -> Void] = []
+    }
+
+    private static var deferred: Deferred? {
+        pthread_getspecific(currentKey).map { Unmanaged<Deferred>.fromOpaque($0).takeUnretainedValue() }
+    }
+
+    /// Keeps `work` to run on this thread the next time it would wait (``runDeferred()``): the
+    /// uploader reads the next batch while the collector answers, with no hand-off to another
+    /// thread. False (and `work` not kept) when the calling thread is not an ``IOThread``.
+    static func deferUntilWaiting(_ work: @escaping () -> Void) -> Bool {
+        guard let deferred else { return false }
+        deferred.work.append(work)
+        return true
+    }
+
+    /// Runs the work kept by ``deferUntilWaiting(_:)`` on this thread: a transport calls it once a
+    /// request is written, before it waits for the answer; whoever needs the work's result calls
+    /// it before waiting for that. Nothing on another thread.
+    static func runDeferred() {
+        guard let deferred, !deferred.work.isEmpty else { return }
+        let work = deferred.work
+        deferred.work.removeAll()
+        for item in work { item() }
+    }
 
     private static let currentKey: pthread_key_t = {
         var key = pthread_key_t()

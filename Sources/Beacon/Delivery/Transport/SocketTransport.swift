@@ -84,7 +84,9 @@ public final class SocketTransport: Transport {
     public func send(_ request: TransportRequest) async throws -> TransportResponse {
         let endpoint = try endpoint(for: request.url)
         let exchange = SocketExchange(waker: connection.waker, live: live)
-        let cancelled = TransportError(.cancelled, "the request to \(RedactedURL(request.url)) was cancelled")
+        // Told only when it happens: redacting the URL costs more than a request's own work.
+        let url = request.url
+        var cancelled: TransportError { TransportError(.cancelled, "the request to \(RedactedURL(url)) was cancelled") }
         if IOThread.isCurrent {
             // A thread of Beacon's own (the uploader's pass): the exchange runs right here, in
             // turn with other requests (`sync` runs it on this thread), with no hand-off.
@@ -181,13 +183,13 @@ final class SocketExchange: Sendable {
     var isCancelled: Bool { state.withLock { $0.cancelled } }
 
     /// Keeps the continuation; false (and resumed at once) when the request was already cancelled.
-    func begin(_ once: ResumeOnce<TransportResponse, any Error>, cancelled: TransportError) -> Bool {
+    func begin(_ once: ResumeOnce<TransportResponse, any Error>, cancelled: @autoclosure () -> TransportError) -> Bool {
         let early = state.withLock { s -> Bool in
             if s.cancelled { return true }
             s.once = once
             return false
         }
-        if early { once.resume(throwing: cancelled) }
+        if early { once.resume(throwing: cancelled()) }
         return !early
     }
 

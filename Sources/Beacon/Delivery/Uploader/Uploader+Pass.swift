@@ -297,7 +297,8 @@ extension Uploader {
                     session.machine.received(error.kind == .tls ? .pause : .retry, DeliveryStateMachine.Answer(status: nil, detail: error.message))
                 case .success(let response):
                     let verdict = AnswerAction.of(response, classifier: configuration.classifyAnswer)
-                    var answer = DeliveryStateMachine.Answer(status: response.status, detail: AnswerExcerpt.text(response.body, limit: AnswerExcerpt.rejectedLimit))
+                    // A 2xx's body is not looked at: no excerpt of it per request.
+                    var answer = DeliveryStateMachine.Answer(status: response.status, detail: verdict == .acknowledge ? "" : AnswerExcerpt.text(response.body, limit: AnswerExcerpt.rejectedLimit))
                     if verdict == .retry || verdict == .pause {
                         answer.retryAfter = response.header("Retry-After").flatMap { HTTPDate.retryAfter($0, nowMillis: nowMillis) }
                     }
