@@ -47,7 +47,10 @@ public actor Uploader {
     let transport: any Transport
     let time: MonotonicTime
     let wallClock: @Sendable () -> Date
-    let diagnostics: @Sendable (String) -> Void
+    /// Reports a sentence, with the failure behind it (nil when delivery resumed).
+    let diagnostics: @Sendable (String, DeliveryError?) -> Void
+    /// Masks the configured credentials out of answers and transport messages.
+    let credentials: CredentialScrubber
     let rejectedFile: RejectedFile
     let inflightFile: InflightFile
     let requests: RequestBuilder
@@ -130,7 +133,8 @@ public actor Uploader {
     ///     pass an in-memory one.
     ///   - clock: the monotonic clock for backoff, intervals and deadlines.
     ///   - now: the wall clock, for `X-Beacon-Sent-At`, clock skew and event expiry.
-    ///   - diagnostics: where loud reports go (paused delivery); standard error by default.
+    ///   - diagnostics: where loud reports go (paused delivery, events set aside, storage
+    ///     failures), each with its ``BeaconDiagnostic/deliveryError``; silent by default.
     public init(
         log: BeaconLog,
         configuration: DeliveryConfiguration,
@@ -145,7 +149,8 @@ public actor Uploader {
         self.transport = transport ?? Self.defaultTransport(for: configuration.url)
         self.time = MonotonicTime(clock)
         self.wallClock = now
-        self.diagnostics = { diagnostics(BeaconDiagnostic(kind: .delivery, message: $0)) }
+        self.diagnostics = { diagnostics(BeaconDiagnostic(kind: .delivery, deliveryError: $1, message: $0)) }
+        self.credentials = CredentialScrubber(configuration: configuration)
         self.rejectedFile = RejectedFile(directory: log.configuration.directory, fileSystem: log.configuration.fileSystem)
         self.inflightFile = InflightFile(directory: log.configuration.directory, fileSystem: log.configuration.fileSystem)
         self.requests = RequestBuilder(configuration: configuration)
