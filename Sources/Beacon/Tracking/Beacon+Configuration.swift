@@ -36,10 +36,10 @@ extension Beacon {
     /// ```
     ///
     /// The log's settings are ``storage``, a `BeaconLog.Configuration` with BeaconLog's own
-    /// defaults, so they are stated (and documented) once. To name its types
-    /// (`BeaconLog.Configuration`, `BeaconLog.Durability`, `BeaconLogError`), import `BeaconLog`
-    /// as well; setting its properties (`config.storage.durability = .everyRecord`) needs no
-    /// second import.
+    /// defaults, so they are stated (and documented) once. Setting them
+    /// (`config.storage.durability = .everyRecord`) needs only `import Beacon`; naming BeaconLog's
+    /// types (`BeaconLog.Configuration`, `BeaconLogError`) needs `import BeaconLog` as well, and
+    /// so does setting them in a module built with the upcoming feature `MemberImportVisibility`.
     public struct Configuration: Sendable {
         /// The log the tracker appends to: its directory, durability, segment size, quota, largest
         /// record and locks, with BeaconLog's defaults (100 records or 10 ms, 8 MiB segments,
