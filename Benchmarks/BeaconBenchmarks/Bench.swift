@@ -24,7 +24,12 @@ final class BenchContext {
     var prepared: [String: String] = [:]
     /// `--soak-seconds`, `--soak-rate`, `--soak-backlog`.
     var soak = SoakOptions()
+    /// `--upload-mode`: the upload modes to run (empty: all).
+    var uploadModes: Set<String> = []
     private var payloadCache: [Int: Payloads] = [:]
+
+    /// Whether the upload phase runs `mode` (`--upload-mode`).
+    func runs(upload mode: String) -> Bool { uploadModes.isEmpty || uploadModes.contains(mode) }
 
     init(quick: Bool, directory: String) {
         self.quick = quick

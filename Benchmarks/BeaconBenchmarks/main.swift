@@ -23,6 +23,7 @@ var namedOnlyPhases: [any BenchPhase.Type] { [SoakPhase.self] }
 let usage = """
     usage: beacon-bench [--quick] [--phase NAME]... [--rounds N] [--dir PATH]
                         [--soak-seconds S] [--soak-rate N] [--soak-backlog N] [--soak-transport T]
+                        [--upload-mode MODE]...
       --quick       small N for a smoke run (seconds; CI runs it)
       --phase NAME  run only this phase (repeatable); phases:
     \((benchPhases + namedOnlyPhases).map { "                  \($0.name): \($0.summary)" }.joined(separator: "\n"))
@@ -34,6 +35,8 @@ let usage = """
                         drained (default 500000; 20000 with --quick; 0 skips it)
       --soak-transport T  soak: the tracker's transport, default (the library's: socket for this
                           http collector), urlsession or socket
+      --upload-mode MODE  upload: run only this mode and its keep-alive loop (repeatable), such as
+                          nginx_batch50, batch500_gzip, instant_batch50 (default: every mode)
       --dir PATH    where the data goes (default: a new .beacon-bench-XXXXXX in the working
                     directory, on its file system, removed afterwards)
     """
@@ -53,6 +56,7 @@ var phaseNames: [String] = []
 var rounds: Int?
 var dirArgument: String?
 var soakOptions = SoakOptions()
+var uploadModes: Set<String> = []
 var arguments = Array(CommandLine.arguments.dropFirst())[...]
 while let argument = arguments.popFirst() {
     var name = argument
@@ -90,6 +94,7 @@ while let argument = arguments.popFirst() {
         let text = value()
         guard ["default", "urlsession", "socket"].contains(text) else { fail("--soak-transport must be default, urlsession or socket, not '\(text)'") }
         soakOptions.transport = text
+    case "--upload-mode": uploadModes.insert(value())
     case "--help", "-h":
         print(usage)
         exit(0)
@@ -124,6 +129,7 @@ func loadAverage() -> String {
 let loadAtStart = loadAverage()
 let context = BenchContext(quick: quick, directory: directory)
 context.soak = soakOptions
+context.uploadModes = uploadModes
 var report = Report()
 var ok = true
 do {

@@ -191,8 +191,11 @@ extension Uploader {
         return sendable
     }
 
+    /// Runs blocking work (a read, an acknowledgement): at once on the pass's own thread, else on
+    /// the I/O queue.
     func onIO<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await ioQueue.run(body)
+        if IOThread.isCurrent { return try body() }
+        return try await ioQueue.run(body)
     }
 
     var nowMillis: Int64 { Int64((wallClock().timeIntervalSince1970 * 1000).rounded(.down)) }
@@ -215,11 +218,11 @@ extension Uploader {
                 let entries = asides.map { rejectedEntry($0, session) }
                 do {
                     let overlap = entries.isEmpty && through == session.sendable.count && canOverlap(after: session)
-                    try await settleAcknowledgement(keeping: overlap ? Self.maxOutstandingAcknowledgements - 1 : 0)
+                    try await settleAcknowledgement(keeping: overlap ? roomForAcknowledgement : 0)
                     if overlap {
                         // The rest of the batch, with more events waiting: made durable while the
                         // next requests go out.
-                        acknowledging.append(Acknowledging(end: end, range: savedInflight))
+                        deferAcknowledgement(end: end, range: savedInflight)
                         session.ackedThrough = last
                         continue
                     }
@@ -337,9 +340,9 @@ extension Uploader {
         // Ranges an earlier run sent beyond this one stay listed until they are reached: a crash
         // before then must not let the next run cut them differently.
         let end = range.firstSeq + UInt64(range.count)
-        var ranges = acknowledging.compactMap { $0.range.map { InflightFile.Range(firstSeq: $0.firstSeq, count: $0.count, sends: $0.sends, failures: $0.failures, accepted: true) } }
+        var ranges = acknowledging.flatMap(\.ranges)
             + [range] + earlierInflight.filter { $0.firstSeq >= end }
-        ranges.removeLast(max(0, ranges.count - InflightFile.capacity))
+        while InflightFile.lines(ranges).count > InflightFile.capacity { ranges.removeLast() }
         // One pwrite into the page cache, on this actor: a hop to the I/O queue and back would
         // cost more than the write, between an answer and the next request.
         try inflightFile.save(ranges)

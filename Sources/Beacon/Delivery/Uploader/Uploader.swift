@@ -59,6 +59,9 @@ public actor Uploader {
     /// The log's reads, the batch read ahead and the acknowledgements (checkpoint writes, fsync)
     /// run here, one at a time, in the order they were started.
     let ioQueue = BlockingQueue(label: "beacon.uploader.io")
+    /// The thread passes, flushes and drains run on (their task's executor): the send loop, the
+    /// log's reads and the default transport's socket calls, without a thread hand-off per request.
+    nonisolated let passThread = IOThread(name: "beacon.uploader.pass")
     /// The scheduling (``UploaderScheduler``) and what carries it out, shared with the append
     /// hook's thread and with `stop()`.
     nonisolated let scheduling: Mutex<Scheduling>
