@@ -22,8 +22,12 @@ NOISE = re.compile(
     r"\$sSa6append|\$sSa2pe|\$sSS1p|\$ss22_Contig|\$ss27_allocate|__libc_|start_thread|clone|"
     r"_dispatch_|asan_thread_start|__tsan_thread_start|\$sIeg|\$sIey|<compiler-generated>|"
     r"Mutex.*withLock|withLock)")
-FRAME = re.compile(r"^\s+#(\d+) 0x[0-9a-f]+(?: in (.+?))?(?:\s+(/\S+|\(\S+\)|\S+\.[ch]\S*))?(?: \(BuildId.*)?$")
-HEADER = re.compile(r"^(Direct|Indirect) leak of (\d+) byte|WARNING: ThreadSanitizer: (.+?) \(pid|^  (Write|Read|Previous write|Previous read|Atomic \w+|Previous atomic \w+) of size|ERROR: AddressSanitizer: (\S+)")
+# AddressSanitizer: `#1 0x7f.. in FUNC FILE:LINE:COL (module+0x..)`; ThreadSanitizer: `#1 FUNC FILE:LINE:COL (module+0x..)`.
+FRAME = re.compile(r"^\s+#(\d+) (?:0x[0-9a-f]+(?: in (.+?))?|(?!0x)(\S+))(?:\s+(/\S+|<\S+>|\(\S+\)|\S+\.[ch]\S*))?(?: \(.*)?$")
+# The body of a Synchronization.Mutex.withLock (inlined): a closure taking `inout sending State`.
+WITHLOCK = re.compile(r"zYuK?YTXE|Mutex.*withLock")
+HEADER = re.compile(r"^(Direct|Indirect) leak of (\d+) byte|WARNING: ThreadSanitizer: (.+?) \(pid|^  (Write|Read|Modifying access|Previous \w+( \w+)?|Atomic \w+)( of size| access)?.* by (thread|main)|ERROR: AddressSanitizer: (\S+)")
+STOP = re.compile(r"^  (Location is|Mutex|Thread T|Issue is caused)|^SUMMARY")
 
 
 def demangle_short(fn):
@@ -52,27 +56,35 @@ def parse(paths):
                     elif m.group(4) and report is not None:
                         stack = []
                         report[2].append(stack)
-                    elif m.group(5):
+                    elif m.group(8):
                         if report: yield report
-                        report = (m.group(5), 0, [])
+                        report = (m.group(8), 0, [])
                         stack = []
                         report[2].append(stack)
                     continue
+                if STOP.match(line):
+                    stack = None
                 if stack is None:
                     continue
                 fm = FRAME.match(line)
                 if fm:
+                    function = fm.group(2) or fm.group(3)
+                    where = fm.group(4) or ""
                     # A frame without symbols (libcurl): its module and offset stand for the function.
-                    stack.append((fm.group(2) or (fm.group(3) or "?").split("/")[-1].strip("()"), fm.group(3) or ""))
+                    stack.append((function or where.split("/")[-1].strip("()") or "?", where))
                 elif line.strip() == "" and stack:
                     stack = None
         if report: yield report
 
 
 def key_of(stack, frames):
-    kept = [fn for fn, where in stack if not NOISE.search(fn)]
-    locked = any("withLock" in fn for fn, _ in stack[:6])
-    return tuple(demangle_short(fn) for fn in kept[:frames]), locked
+    kept = [(fn, where) for fn, where in stack if not NOISE.search(fn) or WITHLOCK.search(fn)]
+    # In a lock's body: the access is in it, or in a function it calls with its `inout` state.
+    locked = any(WITHLOCK.search(fn) for fn, _ in stack[:4])
+    def show(fn, where):
+        where = re.sub(r"^.*/(Sources|Tests)/", r"\1/", where)
+        return f"{demangle_short(fn)}  {where}" if where.startswith(("Sources", "Tests")) else demangle_short(fn)
+    return tuple(show(fn, where) for fn, where in kept[:frames]), locked
 
 
 def main():

@@ -156,14 +156,18 @@ public final class ScriptedConnection: @unchecked Sendable {
     /// Relays bytes both ways between this connection and `other` until either side closes, then
     /// closes `other`.
     public func relay(with other: ScriptedConnection) {
+        // Joined through a lock rather than `Thread.isFinished`, whose hand-off ThreadSanitizer
+        // does not see (it reported `other.close()` racing the thread's last read).
+        let finished = ScriptedFlag()
         let back = Thread {
             while let chunk = other.readSome() { self.write(chunk) }
             shutdown(self.fd, Int32(SHUT_RDWR))
+            finished.set()
         }
         back.start()
         while let chunk = readSome() { other.write(chunk) }
         shutdown(other.fd, Int32(SHUT_RDWR))
-        while !back.isFinished { usleep(1000) }
+        while !finished.isSet { usleep(1000) }
         other.close()
     }
 
@@ -200,4 +204,11 @@ public final class ScriptedConnection: @unchecked Sendable {
         if fd >= 0 { Glibc.close(fd) }
         fd = -1
     }
+}
+
+/// A flag one thread sets and another polls, under a lock.
+final class ScriptedFlag: Sendable {
+    private let value = Mutex(false)
+    func set() { value.withLock { $0 = true } }
+    var isSet: Bool { value.withLock { $0 } }
 }

@@ -1,0 +1,1 @@
+../../Sources/BeaconLog/Internal/ThreadSanitizerMutex.swift
