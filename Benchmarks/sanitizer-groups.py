@@ -12,7 +12,9 @@ whether it ran inside `Synchronization.Mutex.withLock` (a futex lock ThreadSanit
 see). With --suppressions, each leak group says which suppression matches it (LeakSanitizer's
 rule: the template is a substring of a frame's function, file or module).
 """
-import argparse, collections, re, sys
+import argparse, collections, re, signal, sys
+
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `| head` ends it quietly
 
 NOISE = re.compile(
     r"(^|\W)(malloc|calloc|realloc|strdup|posix_memalign|operator new|__interceptor_|__tsan_|__asan_|"
@@ -25,7 +27,8 @@ NOISE = re.compile(
 # AddressSanitizer: `#1 0x7f.. in FUNC FILE:LINE:COL (module+0x..)`; ThreadSanitizer: `#1 FUNC FILE:LINE:COL (module+0x..)`.
 FRAME = re.compile(r"^\s+#(\d+) (?:0x[0-9a-f]+(?: in (.+?))?|(?!0x)(\S+))(?:\s+(/\S+|<\S+>|\(\S+\)|\S+\.[ch]\S*))?(?: \(.*)?$")
 # The body of a Synchronization.Mutex.withLock (inlined): a closure taking `inout sending State`.
-WITHLOCK = re.compile(r"zYuK?YTXE|Mutex.*withLock")
+# (mangled `inout sending S`, throwing or not, or an inout tuple).
+WITHLOCK = re.compile(r"zYuK?YTXE|_tYTXE|Mutex.*withLock")
 HEADER = re.compile(r"^(Direct|Indirect) leak of (\d+) byte|WARNING: ThreadSanitizer: (.+?) \(pid|^  (Write|Read|Modifying access|Previous \w+( \w+)?|Atomic \w+)( of size| access)?.* by (thread|main)|ERROR: AddressSanitizer: (\S+)")
 STOP = re.compile(r"^  (Location is|Mutex|Thread T|Issue is caused)|^SUMMARY")
 
@@ -109,6 +112,9 @@ def main():
                 if any(t in fn or t in where for fn, where in stacks[0]): g["supp"].add(t)
     total = sum(g["count"] for g in groups.values())
     print(f"{total} reports in {len(groups)} groups")
+    locked = sum(g["count"] for (kind, keys), g in groups.items() if len(keys) == 2 and all(k[1] for k in keys))
+    if any(len(keys) == 2 for _, keys in groups):
+        print(f"{locked} races with both accesses in a lock's body (Synchronization.Mutex: see README, Tests)")
     for (kind, keys), g in sorted(groups.items(), key=lambda kv: -kv[1]["count"]):
         extra = f", {g['bytes']} bytes" if g["bytes"] else ""
         supp = f"  [suppressed by: {', '.join(sorted(g['supp']))}]" if a.suppressions else ""
