@@ -68,6 +68,13 @@ struct WriterIO: Sendable {
     var fileSize: UInt64 = 0
     /// Chunks written to `file` since its last successful fsync: rewritten elsewhere if that fsync fails.
     var unsynced: [Chunk] = []
+    /// `file` was preallocated: its size on disk runs past `fileSize` with zeros (cut when sealed).
+    var preallocated = false
+    /// The preallocated tail was cut and that size is not durable yet: the seal fsyncs it even with
+    /// nothing unsynced, so a sealed segment never ends in zeros after a power loss.
+    var cutUnsynced = false
+    /// The file system refused `fallocate` (`EOPNOTSUPP`): segments are written without it.
+    var preallocationUnsupported = false
 }
 
 /// The reader's side: the checkpoint file, the open segments and a read-ahead cache. Behind `BeaconLog.readerIO`.
