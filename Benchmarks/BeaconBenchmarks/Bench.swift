@@ -24,6 +24,8 @@ final class BenchContext {
     var prepared: [String: String] = [:]
     /// `--soak-seconds`, `--soak-rate`, `--soak-backlog`.
     var soak = SoakOptions()
+    /// `--mode`: the modes of phase A to run (all when empty).
+    var modes: Set<String> = []
     private var payloadCache: [Int: Payloads] = [:]
 
     init(quick: Bool, directory: String) {

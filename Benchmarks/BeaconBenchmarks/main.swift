@@ -21,11 +21,12 @@ var benchPhases: [any BenchPhase.Type] {
 var namedOnlyPhases: [any BenchPhase.Type] { [SoakPhase.self] }
 
 let usage = """
-    usage: beacon-bench [--quick] [--phase NAME]... [--rounds N] [--dir PATH]
+    usage: beacon-bench [--quick] [--phase NAME]... [--mode MODE]... [--rounds N] [--dir PATH]
                         [--soak-seconds S] [--soak-rate N] [--soak-backlog N] [--soak-transport T]
       --quick       small N for a smoke run (seconds; CI runs it)
       --phase NAME  run only this phase (repeatable); phases:
     \((benchPhases + namedOnlyPhases).map { "                  \($0.name): \($0.summary)" }.joined(separator: "\n"))
+      --mode MODE   phase A: run only this mode (none, group100, each; repeatable)
       --rounds N    rounds; each figure is the median (default 3, 1 with --quick or when only
                     named-only phases run)
       --soak-seconds S  soak: how long the tracker tracks at the steady rate (default 180; 8 with --quick)
@@ -50,6 +51,7 @@ if CommandLine.arguments.dropFirst().first == "--serve-collector" {
 
 var quick = false
 var phaseNames: [String] = []
+var appendModes: Set<String> = []
 var rounds: Int?
 var dirArgument: String?
 var soakOptions = SoakOptions()
@@ -69,6 +71,10 @@ while let argument = arguments.popFirst() {
     switch name {
     case "--quick": quick = true
     case "--phase": phaseNames.append(value())
+    case "--mode":
+        let text = value()
+        guard ["none", "group100", "each"].contains(text) else { fail("--mode must be none, group100 or each, not '\(text)'") }
+        appendModes.insert(text)
     case "--rounds":
         let text = value()
         guard let n = Int(text), n >= 1, n <= 100 else { fail("--rounds must be 1...100, not '\(text)'") }
@@ -124,6 +130,7 @@ func loadAverage() -> String {
 let loadAtStart = loadAverage()
 let context = BenchContext(quick: quick, directory: directory)
 context.soak = soakOptions
+context.modes = appendModes
 var report = Report()
 var ok = true
 do {

@@ -73,6 +73,8 @@ struct WriterIO: Sendable {
     /// The preallocated tail was cut and that size is not durable yet: the seal fsyncs it even with
     /// nothing unsynced, so a sealed segment never ends in zeros after a power loss.
     var cutUnsynced = false
+    /// Where the writeback started under `.none` has reached in `file` (see `startWriteback`).
+    var writebackStarted: UInt64 = 0
     /// The file system refused `fallocate` (`EOPNOTSUPP`): segments are written without it.
     var preallocationUnsupported = false
 }

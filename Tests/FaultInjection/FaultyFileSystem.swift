@@ -12,7 +12,7 @@ import BeaconLog
 /// what a short `write(2)` followed by a failing one looks like to the caller.
 package final class FaultyFileSystem: FileSystem, Sendable {
     package enum Operation: String, Sendable, CaseIterable {
-        case open, write, pwrite, read, sync, syncData, truncate, preallocate, size, close, lock, rename, remove, syncDirectory, list, fileSize, makeDirectory
+        case open, write, pwrite, read, sync, syncData, truncate, preallocate, writeback, size, close, lock, rename, remove, syncDirectory, list, fileSize, makeDirectory
     }
 
     package struct Fault: Sendable {
@@ -240,6 +240,12 @@ package final class FaultyFileSystem: FileSystem, Sendable {
         let before = isRecording ? try base.size(file) : 0
         try base.preallocate(file, size: size)
         if isRecording && size > before { record(.truncate(file.path, size: size)) }
+    }
+
+    /// Advisory, so a fault makes it do nothing; changes nothing a crash state sees.
+    package func startWriteback(_ file: LogFile, offset: UInt64, length: UInt64) {
+        if check(.writeback, file.path, bytes: Int(length)) != nil { return }
+        base.startWriteback(file, offset: offset, length: length)
     }
 
     package func size(_ file: LogFile) throws -> UInt64 {

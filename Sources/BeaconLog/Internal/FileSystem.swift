@@ -51,6 +51,10 @@ package protocol FileSystem: Sendable {
     /// inside that space need not record a new size. Throws with `errno` `EOPNOTSUPP` where the
     /// file system cannot (the caller then writes without it).
     func preallocate(_ file: LogFile, size: UInt64) throws
+    /// Starts writing `length` bytes at `offset` to the disk without waiting for them
+    /// (`sync_file_range(2)` with `SYNC_FILE_RANGE_WRITE`): no durability promise, only less for
+    /// the next fsync to wait for. Advisory: failures are ignored.
+    func startWriteback(_ file: LogFile, offset: UInt64, length: UInt64)
     /// The file's size (`fstat(2)`).
     func size(_ file: LogFile) throws -> UInt64
     /// Closes the file.
@@ -143,6 +147,10 @@ package struct SystemFileSystem: FileSystem {
             if e == 0 { return }
             if e != EINTR { throw BeaconLogError.system(e, path: file.path, operation: "fallocate") }
         }
+    }
+
+    package func startWriteback(_ file: LogFile, offset: UInt64, length: UInt64) {
+        _ = beacon_start_writeback(file.descriptor, Int64(offset), Int64(length))
     }
 
     package func size(_ file: LogFile) throws -> UInt64 {
