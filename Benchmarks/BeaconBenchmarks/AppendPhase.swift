@@ -5,6 +5,7 @@ import BeaconLog
 /// (`rss_mib`, first round) and how much it grew while appending (`rss_growth_mib`).
 enum AppendPhase: BenchPhase {
     static let name = "A"
+    static let usesPayloads = true
     static let summary = "append: modes none (N=200k), group100 (200k), each (5k), beacon and raw"
 
     static func runRound(_ context: BenchContext) throws -> [Figure] {

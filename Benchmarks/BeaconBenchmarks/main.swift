@@ -137,6 +137,7 @@ do {
     for round in 1...roundCount {
         context.round = round
         for phase in selected {
+            if !phase.usesPayloads { context.releasePayloads() }
             let start = now()
             let figures = try phase.runRound(context)
             report.figures += figures
