@@ -3,7 +3,7 @@
 #
 #   Benchmarks/fuzz.sh TARGET|all [SECONDS] [libFuzzer options...]
 #
-# TARGET is HTTPResponse, Segments, StateFiles, JSON or Collector (all: each in turn). SECONDS
+# TARGET is HTTPResponse, Segments, StateFiles, JSON, Collector or Gzip (all: each in turn). SECONDS
 # (default 60) bounds each run. The committed seeds in Tests/Fuzz/Corpus/TARGET are read, never
 # written: what a run finds goes to $BEACON_FUZZ_DIR/TARGET (default .build-fuzz/corpus/TARGET,
 # kept between runs so a longer run goes on where the last one stopped), and a crash, leak or
@@ -12,7 +12,7 @@
 # Needs the Swift toolchain for Linux (libFuzzer ships with it); the first build takes a few minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-targets=(HTTPResponse Segments StateFiles JSON Collector)
+targets=(HTTPResponse Segments StateFiles JSON Collector Gzip)
 target=${1:?usage: Benchmarks/fuzz.sh TARGET|all [SECONDS] [libFuzzer options...]}
 seconds=${2:-60}
 shift $(( $# >= 2 ? 2 : 1 ))

@@ -12,7 +12,7 @@ enum AppendPhase: BenchPhase {
         var figures: [Figure] = []
         var peak = 0.0
         var growth = 0.0
-        for mode in ["none", "group100", "each"] where context.modes.isEmpty || context.modes.contains(mode) {
+        for mode in ["none", "group100", "each"] where context.appendModes.isEmpty || context.appendModes.contains(mode) {
             let payloads = context.payloads(context.n(mode))
             // Alternate which runs first, so that the disk's state after the other one (writeback,
             // journal) does not always favour the same side of the ratio.

@@ -31,9 +31,14 @@ final class BenchContext {
     var prepared: [String: String] = [:]
     /// `--soak-seconds`, `--soak-rate`, `--soak-backlog`.
     var soak = SoakOptions()
-    /// `--mode`: the modes of phase A to run (all when empty).
-    var modes: Set<String> = []
+    /// `--append-mode`: the modes of phase A to run (empty: all).
+    var appendModes: Set<String> = []
+    /// `--upload-mode`: the upload modes to run (empty: all).
+    var uploadModes: Set<String> = []
     private var payloadCache: [Int: Payloads] = [:]
+
+    /// Whether the upload phase runs `mode` (`--upload-mode`).
+    func runs(upload mode: String) -> Bool { uploadModes.isEmpty || uploadModes.contains(mode) }
 
     init(quick: Bool, directory: String) {
         self.quick = quick

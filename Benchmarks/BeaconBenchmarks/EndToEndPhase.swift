@@ -45,7 +45,7 @@ enum EndToEndPhase: BenchPhase {
         let before = try collector.stats()?.events ?? 0
         var config = Beacon.Configuration(directory: try context.scratch("beacon-endtoend-\(mode)"), serverURL: collector.url)
         config.lifecycleEvents = false
-        config.maxBytes = 4 << 30
+        config.storage.maxBytes = 4 << 30
         config.backpressure = .blockCallingThread(timeout: .seconds(30))   // the benchmark's own thread
         config.transport = transport
         let beacon = try Beacon(configuration: config)
@@ -80,7 +80,7 @@ enum EndToEndPhase: BenchPhase {
         defer { try? FileManager.default.removeItem(atPath: dir) }
         var config = Beacon.Configuration(directory: dir)
         config.lifecycleEvents = false
-        config.maxBytes = 4 << 30
+        config.storage.maxBytes = 4 << 30
         config.backpressure = .blockCallingThread(timeout: .seconds(30))
         let beacon = try Beacon(configuration: config)
         for i in 0..<n {

@@ -22,7 +22,7 @@ enum StallPhase: BenchPhase {
                                              ("frozen_block100ms", true, .blockCallingThread(timeout: .milliseconds(100)))] {
             var config = Beacon.Configuration(directory: try context.scratch("beacon-stall-\(mode)"))
             config.lifecycleEvents = false
-            config.maxBytes = 4 << 30
+            config.storage.maxBytes = 4 << 30
             config.backpressure = backpressure
             config.diagnostics = { _ in }
             let beacon = try Beacon(configuration: config)

@@ -71,7 +71,7 @@ enum TrackPhase: BenchPhase {
     static func configuration(_ directory: String) -> Beacon.Configuration {
         var config = Beacon.Configuration(directory: directory)
         config.lifecycleEvents = false
-        config.maxBytes = 4 << 30
+        config.storage.maxBytes = 4 << 30
         // The producers are the benchmark's own threads: wait for the disk rather than drop.
         config.backpressure = .blockCallingThread(timeout: .seconds(30))
         return config

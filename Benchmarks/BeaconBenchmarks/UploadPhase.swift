@@ -28,12 +28,12 @@ enum UploadPhase: BenchPhase {
         let n = context.quick ? 10_000 : 100_000
         let payloads = context.payloads(n)
         var figures: [Figure] = []
-        for batch in [50, 500] {
+        for batch in [50, 500] where context.runs(upload: "instant_batch\(batch)") {
             figures += try instant(context, payloads, batch: batch)
         }
         var kinds: [BenchCollector.Kind] = [.loopback]
         if BenchCollector.nginxPath != nil { kinds.append(.nginx) }
-        for kind in kinds {
+        for kind in kinds where context.uploadModes.isEmpty || context.uploadModes.contains(where: { $0.hasPrefix("nginx_") == (kind == .nginx) && !$0.hasPrefix("instant_") }) {
             let collector = try BenchCollector(kind, directory: try context.scratch("beacon-nginx"))
             defer { collector.stop() }
             let prefix = kind == .nginx ? "nginx_" : ""
@@ -41,12 +41,13 @@ enum UploadPhase: BenchPhase {
                 for gzip in [false, true] {
                     // The reference of every mode of this batch size: the raw keep-alive loop.
                     let mode = prefix + "batch\(batch)" + (gzip ? "_gzip" : "")
+                    guard context.runs(upload: mode) else { continue }
                     let loop = try keepAlive(payloads, collector, batch: batch, gzip: gzip, mode: mode)
                     figures += loop
                     figures += try beacon(context, payloads, collector, batch: batch, gzip: gzip, mode: mode, transport: Uploader.defaultTransport(for: collector.url))
                     guard !gzip else { continue }
                     // https to the same nginx, right after http: Beacon's own client with TLS.
-                    if let https = collector.httpsURL {
+                    if let https = collector.httpsURL, context.runs(upload: prefix + "https_batch\(batch)") {
                         let secure = prefix + "https_batch\(batch)"
                         figures += loop.map { $0.renamed(from: mode, to: secure) }
                         figures += try beacon(context, payloads, collector, batch: batch, gzip: false, mode: secure, transport: try SocketTransport(tls: TLSConfiguration(caFile: collector.caFile)), url: https)
@@ -54,6 +55,7 @@ enum UploadPhase: BenchPhase {
                     // URLSession: Beacon through HTTPTransport, and a plain URLSession loop (a
                     // second reference), each against the same keep-alive loop round.
                     let session = prefix + "urlsession_batch\(batch)"
+                    guard context.runs(upload: session) else { continue }
                     figures += loop.map { $0.renamed(from: mode, to: session) }
                     figures += try beacon(context, payloads, collector, batch: batch, gzip: false, mode: session, transport: HTTPTransport())
                     let reference = prefix + "ref_urlsession_loop_batch\(batch)"

@@ -21,12 +21,13 @@ var benchPhases: [any BenchPhase.Type] {
 var namedOnlyPhases: [any BenchPhase.Type] { [SoakPhase.self] }
 
 let usage = """
-    usage: beacon-bench [--quick] [--phase NAME]... [--mode MODE]... [--rounds N] [--dir PATH]
+    usage: beacon-bench [--quick] [--phase NAME]... [--append-mode MODE]... [--rounds N] [--dir PATH]
                         [--soak-seconds S] [--soak-rate N] [--soak-backlog N] [--soak-transport T]
+                        [--upload-mode MODE]...
       --quick       small N for a smoke run (seconds; CI runs it)
       --phase NAME  run only this phase (repeatable); phases:
     \((benchPhases + namedOnlyPhases).map { "                  \($0.name): \($0.summary)" }.joined(separator: "\n"))
-      --mode MODE   phase A: run only this mode (none, group100, each; repeatable)
+      --append-mode MODE  phase A: run only this mode (none, group100, each; repeatable)
       --rounds N    rounds; each figure is the median (default 3, 1 with --quick or when only
                     named-only phases run)
       --soak-seconds S  soak: how long the tracker tracks at the steady rate (default 180; 8 with --quick)
@@ -35,6 +36,8 @@ let usage = """
                         drained (default 500000; 20000 with --quick; 0 skips it)
       --soak-transport T  soak: the tracker's transport, default (the library's: socket for this
                           http collector), urlsession or socket
+      --upload-mode MODE  upload: run only this mode and its keep-alive loop (repeatable), such as
+                          nginx_batch50, batch500_gzip, instant_batch50 (default: every mode)
       --dir PATH    where the data goes (default: a new .beacon-bench-XXXXXX in the working
                     directory, on its file system, removed afterwards)
     """
@@ -55,6 +58,7 @@ var appendModes: Set<String> = []
 var rounds: Int?
 var dirArgument: String?
 var soakOptions = SoakOptions()
+var uploadModes: Set<String> = []
 var arguments = Array(CommandLine.arguments.dropFirst())[...]
 while let argument = arguments.popFirst() {
     var name = argument
@@ -71,9 +75,9 @@ while let argument = arguments.popFirst() {
     switch name {
     case "--quick": quick = true
     case "--phase": phaseNames.append(value())
-    case "--mode":
+    case "--append-mode":
         let text = value()
-        guard ["none", "group100", "each"].contains(text) else { fail("--mode must be none, group100 or each, not '\(text)'") }
+        guard ["none", "group100", "each"].contains(text) else { fail("--append-mode must be none, group100 or each, not '\(text)'") }
         appendModes.insert(text)
     case "--rounds":
         let text = value()
@@ -96,6 +100,7 @@ while let argument = arguments.popFirst() {
         let text = value()
         guard ["default", "urlsession", "socket"].contains(text) else { fail("--soak-transport must be default, urlsession or socket, not '\(text)'") }
         soakOptions.transport = text
+    case "--upload-mode": uploadModes.insert(value())
     case "--help", "-h":
         print(usage)
         exit(0)
@@ -130,7 +135,8 @@ func loadAverage() -> String {
 let loadAtStart = loadAverage()
 let context = BenchContext(quick: quick, directory: directory)
 context.soak = soakOptions
-context.modes = appendModes
+context.appendModes = appendModes
+context.uploadModes = uploadModes
 var report = Report()
 var ok = true
 do {

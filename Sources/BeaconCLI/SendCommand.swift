@@ -94,7 +94,10 @@ struct SendCommand: Command {
         Interruption.install()
         let log = try LogOpening.open(directory, access: .read)
         defer { try? log.close() }
-        let uploader = try Uploader(log: log, configuration: config, transport: transport, diagnostics: { Console.writeError("beacon send: \($0.message)\n") })
+        // A storage failure also ends the flush, whose error is printed below: not twice.
+        let uploader = try Uploader(log: log, configuration: config, transport: transport, diagnostics: { diagnostic in
+            if diagnostic.deliveryError?.code != .storage { Console.writeError("beacon send: \(diagnostic.message)\n") }
+        })
         // --follow wakes when the writer appends (inotify), not on a timer.
         let watcher = follow ? LogWatcher(directory: directory) : nil
         if let reason = watcher?.unavailable { Console.writeError("beacon send: \(reason); looking for new events every 0.5 s instead\n") }

@@ -33,7 +33,7 @@ struct TrackCommand: Command {
         try LogOpening.requireDirectory(directory, mayCreate: true)
         var configuration = Beacon.Configuration(directory: directory)
         configuration.lifecycleEvents = false
-        configuration.logAccess = .write
+        configuration.storage.access = .write
         configuration.diagnostics = { diagnostic in Console.writeError("beacon track: \(diagnostic.message)\n") }
         let beacon: Beacon
         do {

@@ -60,9 +60,10 @@ extension LoopbackCollector {
                 raw = body
             }
             var request = Request(method: head.method, path: head.path, headers: head.headers, rawBody: raw, body: raw, events: nil, status: nil)
-            var decodeError: String?
+            var decodeError: GzipError?
             if head.headers["content-encoding"]?.lowercased() == "gzip" {
-                do { request.body = try Gzip.decompress(raw) } catch { decodeError = "\(error)" }
+                let limit = state.withLock { $0.maxDecodedBodyBytes }
+                do { request.body = try Gzip.decompress(raw, limit: limit) } catch { decodeError = error }
             }
             if decodeError == nil { request.events = BatchSplitter.events(in: request.body) }
             let reply = decide(request, decodeError: decodeError)
@@ -103,9 +104,12 @@ extension LoopbackCollector {
         }
     }
 
-    func decide(_ request: Request, decodeError: String?) -> Reply {
+    func decide(_ request: Request, decodeError: GzipError?) -> Reply {
         state.withLock { s -> Reply in
-            if let decodeError { return .status(400, body: "cannot decode the gzip body: \(decodeError)") }
+            if let decodeError, decodeError.exceedsLimit {
+                return .status(413, body: "the gzip body of \(request.rawBody.count) bytes inflates to more than \(s.maxDecodedBodyBytes) bytes, the collector's limit")
+            }
+            if let decodeError { return .status(400, body: "cannot decode the gzip body: \(decodeError.message)") }
             if let max = s.maxBodyBytes, request.rawBody.count > max {
                 return .status(413, body: "body of \(request.rawBody.count) bytes is larger than \(max)")
             }

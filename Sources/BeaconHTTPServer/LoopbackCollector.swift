@@ -58,6 +58,7 @@ public final class LoopbackCollector: Sendable {
         var defaultReply: Reply = .status(200)
         var rejectMarker: [UInt8]?
         var maxBodyBytes: Int?
+        var maxDecodedBodyBytes = 256 << 20
         var clockOffset: Duration = .zero
         var requests: [Request] = []
         var connections: Set<Int32> = []
@@ -142,6 +143,13 @@ public final class LoopbackCollector: Sendable {
     public var maxBodyBytes: Int? {
         get { state.withLock { $0.maxBodyBytes } }
         set { state.withLock { $0.maxBodyBytes = newValue } }
+    }
+
+    /// gzip bodies that inflate to more than this are answered 413, and no more than this is held
+    /// while inflating one (a small body can inflate to gigabytes). Default 256 MiB.
+    public var maxDecodedBodyBytes: Int {
+        get { state.withLock { $0.maxDecodedBodyBytes } }
+        set { state.withLock { $0.maxDecodedBodyBytes = newValue } }
     }
 
     /// Added to the collector's `Date` header, to simulate a collector whose clock is off.

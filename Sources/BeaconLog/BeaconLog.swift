@@ -27,11 +27,13 @@ public final class BeaconLog: Sendable {
     /// This instance holds the reader lock and may acknowledge.
     let canAcknowledge: Bool
     let locks: Mutex<[DirectoryLock]>
-    // Lock order: writerIO, then readerIO, then state. Code holding one of them may take only a
-    // later one (appending under writerIO reads state; quota deletion under writerIO takes
-    // readerIO to move the checkpoint), never an earlier one, or two threads can deadlock.
+    // Lock order: writerIO, then checkpointIO, then readerIO, then state. Code holding one of them
+    // may take only a later one (appending under writerIO reads state; quota deletion under
+    // writerIO takes checkpointIO and readerIO to move the checkpoint), never an earlier one, or
+    // two threads can deadlock.
     let state: Mutex<State>
     let writerIO: Mutex<WriterIO>
+    let checkpointIO: Mutex<CheckpointIO>
     let readerIO: Mutex<ReaderIO>
     let flushQueue = DispatchQueue(label: "beacon.log.flush")
     /// Held by a counters save from its snapshot to its last write (taken before `state`).
@@ -99,7 +101,8 @@ public final class BeaconLog: Sendable {
             }
             self.state = Mutex(recovered.state)
             self.writerIO = Mutex(WriterIO())
-            self.readerIO = Mutex(ReaderIO(generation: recovered.generation, replaceCheckpointFile: recovered.damagedCheckpointSlot))
+            self.checkpointIO = Mutex(CheckpointIO(generation: recovered.generation, replaceCheckpointFile: recovered.damagedCheckpointSlot))
+            self.readerIO = Mutex(ReaderIO())
         } catch {
             for lock in held { lock.release(fileSystem: fs) }
             throw BeaconLog.openingAdvice(error)
@@ -222,9 +225,11 @@ public final class BeaconLog: Sendable {
 
     /// Closes the reader's files and releases the locks: the last step of closing.
     func releaseReaderAndLocks() {
-        readerIO.withLock { io in
+        checkpointIO.withLock { io in
             if let file = io.checkpointFile { fs.close(file) }
             io.checkpointFile = nil
+        }
+        readerIO.withLock { io in
             if let file = io.readFile { fs.close(file.file) }
             io.readFile = nil
             for kept in io.keptForSync { fs.close(kept.file) }

@@ -79,12 +79,17 @@ struct WriterIO: Sendable {
     var preallocationUnsupported = false
 }
 
-/// The reader's side: the checkpoint file, the open segments and a read-ahead cache. Behind `BeaconLog.readerIO`.
-struct ReaderIO: Sendable {
+/// The checkpoint's writer: the file and its last generation. Behind `BeaconLog.checkpointIO`, so
+/// that a checkpoint's fdatasync does not hold the reader lock (reads go on meanwhile).
+struct CheckpointIO: Sendable {
     var generation: UInt64
     /// Write the next checkpoint as a whole new file (a slot was damaged), not in place.
     var replaceCheckpointFile = false
     var checkpointFile: LogFile?
+}
+
+/// The reader's side: the open segments and a read-ahead cache. Behind `BeaconLog.readerIO`.
+struct ReaderIO: Sendable {
     /// The segment being read.
     var readFile: SegmentFile?
     /// Segments a `.read` instance read records from and moved off, kept open so that the next

@@ -75,8 +75,8 @@ enum BeaconToolRunner {
         writer.start()
         process.waitUntilExit()
         while !writer.isFinished { usleep(1000) }
-        let out = closedStdout ? Data() : (FileManager.default.contents(atPath: outPath) ?? Data())
-        let err = String(decoding: FileManager.default.contents(atPath: scratch + ".err") ?? Data(), as: UTF8.self)
+        let out = closedStdout ? Data() : (fileContents(atPath: outPath) ?? Data())
+        let err = String(decoding: fileContents(atPath: scratch + ".err") ?? Data(), as: UTF8.self)
         return ToolResult(status: process.terminationStatus, stdout: out, stderr: err)
     }
 }
@@ -147,14 +147,14 @@ final class RunningTool {
         _ = Glibc.kill(process.processIdentifier, number)
         process.waitUntilExit()
         try? input.fileHandleForWriting.close()
-        return (process.terminationStatus, String(decoding: FileManager.default.contents(atPath: errPath) ?? Data(), as: UTF8.self))
+        return (process.terminationStatus, String(decoding: fileContents(atPath: errPath) ?? Data(), as: UTF8.self))
     }
 
     /// Closes stdin and waits for the exit.
     func finish() throws -> (status: Int32, stderr: String) {
         try input.fileHandleForWriting.close()
         process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: FileManager.default.contents(atPath: errPath) ?? Data(), as: UTF8.self))
+        return (process.terminationStatus, String(decoding: fileContents(atPath: errPath) ?? Data(), as: UTF8.self))
     }
 
     /// SIGKILL, then wait.

@@ -1,4 +1,5 @@
 import BeaconLog
+import BeaconTestSupport
 import Foundation
 import Glibc
 import Testing
@@ -159,7 +160,7 @@ import Testing
             defer { try? FileManager.default.removeItem(atPath: file) }
             let drain = try Run.run(["drain", dir, "--batch", "64"], stdoutFile: file)
             #expect(drain.status == 0, "\(drain.stderr)")
-            let drained = String(decoding: FileManager.default.contents(atPath: file) ?? Data(), as: UTF8.self)
+            let drained = String(decoding: fileContents(atPath: file) ?? Data(), as: UTF8.self)
             #expect(drained == records.joined(separator: "\n") + "\n")
             let status = try statusJSON(dir)
             #expect(status["pending_records"] as? Int == 0)
@@ -269,7 +270,7 @@ import Testing
 
             // Flip one byte inside record 20's event: a bad CRC at that record's offset.
             let segment = dir + "/00000000000000000000.jsonl"
-            var bytes = try #require(FileManager.default.contents(atPath: segment))
+            var bytes = try #require(fileContents(atPath: segment))
             let lineStarts = [0] + bytes.indices.filter { bytes[$0] == 0x0A }.map { $0 + 1 }
             let offset = lineStarts[20]
             let target = offset + 60

@@ -1,3 +1,4 @@
+import BeaconTestSupport
 import Foundation
 import Glibc
 import Testing
@@ -37,7 +38,7 @@ func startCollector(out: String, status: Int? = nil) throws -> (RunningTool, Str
 }
 
 func lines(of path: String) -> [String] {
-    String(decoding: FileManager.default.contents(atPath: path) ?? Data(), as: UTF8.self).split(separator: "\n").map(String.init)
+    String(decoding: fileContents(atPath: path) ?? Data(), as: UTF8.self).split(separator: "\n").map(String.init)
 }
 
 @Suite("beacon send and beacon collect", .serialized)

@@ -1,3 +1,4 @@
+import BeaconTestSupport
 import Foundation
 import Glibc
 import Testing
@@ -73,7 +74,7 @@ import Testing
             drain.kill()
             let second = try Run.run(["drain", dir, "--batch", "\(batch)"])
             #expect(second.status == 0)
-            let firstLines = String(decoding: FileManager.default.contents(atPath: output) ?? Data(), as: UTF8.self)
+            let firstLines = String(decoding: fileContents(atPath: output) ?? Data(), as: UTF8.self)
                 .split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
             // The first drain's output: whole records in order, maybe ending in a torn line.
             let complete = Array(firstLines.dropLast())  // after the last newline: empty or torn

@@ -293,7 +293,7 @@ struct CrashStateModelTests {
         let out = temporaryDirectoryPath()
         defer { try? FileManager.default.removeItem(atPath: out) }
         try model.rebuild(crash, into: out)
-        return FileManager.default.contents(atPath: out + "/" + name).map(Array.init)
+        return fileContents(atPath: out + "/" + name).map(Array.init)
     }
 
     @Test("a new directory and the files in it survive a power loss only once its parent was fsynced after the mkdir")

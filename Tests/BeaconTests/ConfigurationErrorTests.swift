@@ -47,9 +47,9 @@ struct ConfigurationErrorTests {
     @Test func aTrackerThatCannotAppendThrows() throws {
         try withTemporaryDirectory { dir in
             var config = Beacon.Configuration(directory: dir)
-            config.logAccess = .read
+            config.storage.access = .read
             let error = try #require(throws: BeaconLogError.self) { _ = try Beacon(configuration: config) }
-            #expect(error.code == .invalidArgument && error.message.contains("logAccess"))
+            #expect(error.code == .invalidArgument && error.message.contains("storage.access"))
         }
     }
 }

@@ -29,15 +29,17 @@ func containsPoison(_ request: TransportRequest) -> Bool {
 }
 
 /// A collector model over an in-memory transport: `refuse` picks the failing answer for a
-/// request (nil: 200); the events of 2xx requests are recorded in order.
+/// request (nil: 200); the events of 2xx requests are recorded in order. The transport's handler
+/// holds the collector weakly: a strong one would be a cycle (collector → transport → handler →
+/// collector) that keeps every request's body alive, which LeakSanitizer reports (.ci/run).
 final class Collector: Sendable {
     let transport = InMemoryTransport()
     let accepted = Mutex<[Int]>([])
 
     init(refuse: @escaping @Sendable (TransportRequest) -> InMemoryTransport.Reply?) {
-        transport.setHandler { [self] request in
+        transport.setHandler { [weak self] request in
             if let reply = refuse(request) { return reply }
-            self.accepted.withLock { $0 += trackIDs(in: request) }
+            self?.accepted.withLock { $0 += trackIDs(in: request) }
             return nil
         }
     }

@@ -9,8 +9,8 @@ struct DeliveryLossTests {
     func tracker(_ dir: DeliveryTempDir, _ transport: InMemoryTransport, diagnostics: DiagnosticsSink) throws -> Beacon {
         var config = Beacon.Configuration(directory: dir.path, serverURL: URL(string: "http://127.0.0.1:9/events")!)
         config.lifecycleEvents = false
-        config.segmentBytes = 4096
-        config.maxBytes = 2 * 4096
+        config.storage.segmentBytes = 4096
+        config.storage.maxBytes = 2 * 4096
         config.transport = transport
         let sink = diagnostics.handler
         config.diagnostics = { sink("\($0.kind.rawValue): \($0.message)") }
@@ -86,8 +86,8 @@ struct DeliveryLossTests {
         defer { dir.remove() }
         var config = Beacon.Configuration(directory: dir.path)
         config.lifecycleEvents = false
-        config.segmentBytes = 4096
-        config.maxBytes = 2 * 4096
+        config.storage.segmentBytes = 4096
+        config.storage.maxBytes = 2 * 4096
         let diagnostics = DiagnosticsSink()
         let sink = diagnostics.handler
         config.diagnostics = { sink("\($0.kind.rawValue): \($0.message)") }
@@ -111,8 +111,8 @@ struct DeliveryLossTests {
         let transport = InMemoryTransport()
         var config = Beacon.Configuration(directory: dir.path, serverURL: URL(string: "http://127.0.0.1:9/events")!)
         config.lifecycleEvents = false
-        config.segmentBytes = 4096
-        config.maxBytes = 3 * 4096
+        config.storage.segmentBytes = 4096
+        config.storage.maxBytes = 3 * 4096
         config.transport = transport
         config.diagnostics = { _ in }
         var delivery = testDelivery(batch: 5 + round)

@@ -69,21 +69,21 @@ struct DropReasonWalkTests {
         },
         .backpressure: {
             let (beacon, diagnostics, dir) = try tracker { c in
-                c.handoffBytes = 1; c.durability = .everyRecord; c.backpressure = .dropNewest
+                c.handoffBytes = 1; c.storage.durability = .everyRecord; c.backpressure = .dropNewest
             }
             try await trackPadded(beacon, count: 400)
             return await seen(beacon, diagnostics, dir)
         },
         .backpressureTimeout: {
             let (beacon, diagnostics, dir) = try tracker { c in
-                c.handoffBytes = 1; c.durability = .everyRecord; c.backpressure = .block(timeout: .zero)
+                c.handoffBytes = 1; c.storage.durability = .everyRecord; c.backpressure = .block(timeout: .zero)
             }
             try await trackPadded(beacon, count: 400)
             return await seen(beacon, diagnostics, dir)
         },
         .quotaExceeded: {
             let (beacon, diagnostics, dir) = try tracker { c in
-                c.segmentBytes = 4096; c.maxBytes = 8192; c.quotaPolicy = .rejectNew
+                c.storage.segmentBytes = 4096; c.storage.maxBytes = 8192; c.storage.quotaPolicy = .rejectNew
             }
             try await trackPadded(beacon, count: 20)
             return await seen(beacon, diagnostics, dir)
@@ -93,7 +93,7 @@ struct DropReasonWalkTests {
             // 1 MiB) in memory, then refuses.
             let fs = FaultyFileSystem()
             fs.inject(.write, errno: ENOSPC)
-            let (beacon, diagnostics, dir) = try tracker { c in c.fileSystem = fs }
+            let (beacon, diagnostics, dir) = try tracker { c in c.storage.fileSystem = fs }
             try await trackPadded(beacon, count: 1500)
             let result = await seen(beacon, diagnostics, dir)
             fs.clearFaults()
@@ -102,7 +102,7 @@ struct DropReasonWalkTests {
         .logFailed: {
             // An fsync fails (and so does the rewrite's): the log fails and refuses what follows.
             let fs = FaultyFileSystem()
-            let (beacon, diagnostics, dir) = try tracker { c in c.fileSystem = fs; c.durability = .everyRecord }
+            let (beacon, diagnostics, dir) = try tracker { c in c.storage.fileSystem = fs; c.storage.durability = .everyRecord }
             fs.inject(.sync, errno: EIO)
             fs.inject(.syncData, errno: EIO)
             try await offPool {
@@ -111,7 +111,7 @@ struct DropReasonWalkTests {
             return await seen(beacon, diagnostics, dir)
         },
         .quotaDeleted: {
-            let (beacon, diagnostics, dir) = try tracker { c in c.segmentBytes = 4096; c.maxBytes = 8192 }
+            let (beacon, diagnostics, dir) = try tracker { c in c.storage.segmentBytes = 4096; c.storage.maxBytes = 8192 }
             try await trackPadded(beacon, count: 40)
             return await seen(beacon, diagnostics, dir)
         },

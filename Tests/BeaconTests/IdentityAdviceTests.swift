@@ -15,7 +15,7 @@ struct IdentityAdviceTests {
             fs.inject(.rename, errno: EACCES, path: "identity.json")
             let diagnostics = DiagnosticsCollector()
             var config = Beacon.Configuration.testing(dir, diagnostics: diagnostics)
-            config.fileSystem = fs
+            config.storage.fileSystem = fs
             let beacon = try Beacon(configuration: config)
             beacon.closeNow()
             let storage = diagnostics.all.filter { $0.kind == .storage }.map(\.message)

@@ -115,7 +115,9 @@ struct LifecycleTests {
         defer { dir.remove() }
         let collector = try LoopbackCollector()
         defer { collector.stop() }
-        let beacon = try Beacon(configuration: Self.configuration(dir, url: collector.url))
+        // The grace bounds a cancelled run's drain; the 20 events take milliseconds, but a loaded
+        // 2-core machine has stalled this drain past 2 s (first → cancelledRun found 20 pending).
+        let beacon = try Beacon(configuration: Self.configuration(dir, url: collector.url, grace: .seconds(30)))
         for n in 0..<20 { beacon.track("Numbered", properties: ["n": .int(n)]) }
         let firstReport = try await first.perform(beacon)
         let accepted = collector.acceptedEvents.compactMap { numberedN($0) }

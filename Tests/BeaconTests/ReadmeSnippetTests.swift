@@ -56,12 +56,13 @@ struct ReadmeSnippetTests {
         return blocks
     }
 
-    /// The Swift files under `directory`, with their text, skipping build products.
+    /// The Swift files under `directory`, with their text, skipping build products (`.build` and
+    /// the sanitizer and fuzzing builds beside it, `.build-asan`, `.build-fuzz`...).
     static func swiftFiles(under directory: URL) -> [(path: String, text: String)] {
         guard let walker = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil) else { return [] }
         var files: [(String, String)] = []
         for case let url as URL in walker {
-            if url.lastPathComponent == ".build" || url.lastPathComponent == ".git" { walker.skipDescendants(); continue }
+            if url.lastPathComponent.hasPrefix(".build") || url.lastPathComponent == ".git" { walker.skipDescendants(); continue }
             if url.pathExtension == "swift", let text = try? String(contentsOf: url, encoding: .utf8) { files.append((url.path, text)) }
         }
         return files

@@ -201,7 +201,7 @@ struct StorageFaultSweepTests {
     static func tracker(_ dir: String, _ fs: any FileSystem, diagnostics: DiagnosticsSink) throws -> Beacon {
         var config = Beacon.Configuration(directory: dir)
         config.lifecycleEvents = false
-        config.fileSystem = fs
+        config.storage.fileSystem = fs
         let sink = diagnostics.handler
         config.diagnostics = { sink("\($0.kind): \($0.message)") }
         return try Beacon(configuration: config)

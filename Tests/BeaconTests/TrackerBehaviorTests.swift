@@ -330,9 +330,9 @@ func occurrences(of key: String, in bytes: [UInt8]) -> Int {
     @Test func recordsTheLogRefusesAreCountedByReason() async throws {
         try await withTrackerDirectoryOffPool { dir in
             var config = Beacon.Configuration.testing(dir)
-            config.segmentBytes = 4096
-            config.maxBytes = 8192
-            config.quotaPolicy = .rejectNew
+            config.storage.segmentBytes = 4096
+            config.storage.maxBytes = 8192
+            config.storage.quotaPolicy = .rejectNew
             let diagnostics = DiagnosticsCollector()
             config.diagnostics = diagnostics.handler()
             let beacon = try Beacon(configuration: config)

@@ -73,7 +73,7 @@ import BeaconLog
     /// pausing 0.2 ms every `pauseEvery` events.
     static func trackingBeacon(_ dir: String, pad: Int, pauseEvery: Int?) throws -> (Beacon, TrackingThread) {
         var config = Beacon.Configuration.testing(dir)
-        config.durability = .everyRecord
+        config.storage.durability = .everyRecord
         let beacon = try Beacon(configuration: config)
         return (beacon, TrackingThread(beacon, pad: pad, pauseEvery: pauseEvery))
     }

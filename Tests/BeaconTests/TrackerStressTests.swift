@@ -23,7 +23,7 @@ func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
     @Test func concurrentTrackKeepsPerThreadOrderAndLosesNothing() async throws {
         try await withTrackerDirectoryOffPool { dir in
             var config = Beacon.Configuration.testing(dir)
-            config.segmentBytes = 256 * 1024
+            config.storage.segmentBytes = 256 * 1024
             let beacon = try Beacon(configuration: config)
             let threads = 8
             let perThread = 3000
@@ -59,7 +59,7 @@ func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
         try await withTrackerDirectoryOffPool { dir in
             var config = Beacon.Configuration.testing(dir)
             config.handoffBytes = 1                    // room for one queued record
-            config.durability = .everyRecord           // a slow writer: one fsync per batch
+            config.storage.durability = .everyRecord           // a slow writer: one fsync per batch
             config.backpressure = policy
             let diagnostics = DiagnosticsCollector()
             config.diagnostics = diagnostics.handler()
@@ -85,7 +85,7 @@ func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
         try await withTrackerDirectoryOffPool { dir in
             var config = Beacon.Configuration.testing(dir)
             config.handoffBytes = 1
-            config.durability = .everyRecord
+            config.storage.durability = .everyRecord
             config.backpressure = .blockCallingThread(timeout: .seconds(30))
             let beacon = try Beacon(configuration: config)
             onThreads(2) { t in

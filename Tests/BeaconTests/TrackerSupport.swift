@@ -68,8 +68,8 @@ extension Beacon.Configuration {
     static func testing(_ directory: String, diagnostics: DiagnosticsCollector? = nil) -> Beacon.Configuration {
         var config = Beacon.Configuration(directory: directory)
         config.lifecycleEvents = false
-        config.segmentBytes = 64 * 1024
-        config.maxBytes = 64 << 20
+        config.storage.segmentBytes = 64 * 1024
+        config.storage.maxBytes = 64 << 20
         if let diagnostics { config.diagnostics = diagnostics.handler() } else { config.diagnostics = { _ in } }
         return config
     }

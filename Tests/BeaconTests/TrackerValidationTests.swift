@@ -138,7 +138,7 @@ let validationCases: [ValidationCase] = [
     @Test func recordsLargerThanTheLogAcceptsAreRefusedNotDropped() async throws {
         try await withTrackerDirectoryOffPool { dir in
             var config = Beacon.Configuration.testing(dir)
-            config.maxRecordBytes = 4096
+            config.storage.maxRecordBytes = 4096
             let beacon = try Beacon(configuration: config)
             var properties: [String: PropertyValue] = [:]
             for i in 0..<5 { properties["k\(i)"] = .string(String(repeating: "x", count: 1000)) }

@@ -16,7 +16,7 @@ func runDeliverChild(_ arguments: [String]) -> Never {
         exit(64)
     }
     var config = Beacon.Configuration(directory: arguments[0], serverURL: url)
-    config.segmentBytes = 16 * 1024
+    config.storage.segmentBytes = 16 * 1024
     config.lifecycleEvents = false
     config.backpressure = .blockCallingThread(timeout: .seconds(30))   // its own main thread: wait, never drop
     config.diagnostics = { _ in }

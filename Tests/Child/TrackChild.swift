@@ -10,7 +10,7 @@ func runTrackChild(_ arguments: [String]) -> Never {
         exit(64)
     }
     var config = Beacon.Configuration(directory: arguments[0])
-    config.segmentBytes = 16 * 1024
+    config.storage.segmentBytes = 16 * 1024
     config.lifecycleEvents = false
     config.backpressure = .blockCallingThread(timeout: .seconds(30))   // its own main thread: wait, never drop
     let beacon: Beacon

@@ -19,6 +19,7 @@ let package = Package(
         .executableTarget(name: "FuzzSegments", dependencies: ["FuzzSupport", .product(name: "BeaconLog", package: "Beacon")]),
         .executableTarget(name: "FuzzStateFiles", dependencies: ["FuzzSupport", .product(name: "Beacon", package: "Beacon"), .product(name: "BeaconLog", package: "Beacon")]),
         .executableTarget(name: "FuzzCollector", dependencies: ["FuzzSupport", .product(name: "BeaconTesting", package: "Beacon"), .product(name: "Beacon", package: "Beacon")]),
+        .executableTarget(name: "FuzzGzip", dependencies: ["FuzzSupport", .product(name: "BeaconTesting", package: "Beacon"), .product(name: "Beacon", package: "Beacon")]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -20,7 +20,7 @@ final class DeliveryState: Sendable {
 
     init(configuration: Beacon.Configuration, log: BeaconLog) throws {
         time = MonotonicTime(configuration.monotonicClock)
-        guard let delivery = try configuration.effectiveDelivery(), configuration.logAccess == .readWrite else {
+        guard let delivery = try configuration.effectiveDelivery(), configuration.storage.access == .readWrite else {
             uploader = nil
             return
         }
@@ -47,8 +47,8 @@ extension Beacon.Configuration {
 
     /// Throws what is wrong with this configuration, before anything is opened.
     func validate() throws {
-        guard logAccess == .readWrite || logAccess == .write else {
-            throw BeaconLogError(.invalidArgument, "a tracker appends: logAccess is \(logAccess); use .readWrite (append and deliver) or .write (append only)", path: directory)
+        guard storage.access == .readWrite || storage.access == .write else {
+            throw BeaconLogError(.invalidArgument, "a tracker appends: storage.access is \(storage.access); use .readWrite (append and deliver) or .write (append only)", path: directory)
         }
         try effectiveDelivery()?.validate()
     }

@@ -12,7 +12,7 @@ public struct DeliveryError: Error, Sendable, CustomStringConvertible {
     /// The kind of failure. Only the library makes codes; the set may grow.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Kind: String, Sendable {
-            case transient, configuration, storage, stopped
+            case transient, configuration, rejected, storage, stopped
         }
 
         private let kind: Kind
@@ -27,7 +27,12 @@ public struct DeliveryError: Error, Sendable, CustomStringConvertible {
         /// A configuration problem: 401, 403, 404, 501, 505 or another 4xx, a certificate that
         /// fails verification, no collector configured. Paused with backoff.
         public static let configuration = Code(.configuration)
-        /// Reading the log or writing `rejected.jsonl` failed.
+        /// The collector refused events for good (400, 422, 413 for one event alone, or an event
+        /// that kept failing alone while others were delivered): they were set aside in
+        /// `rejected.jsonl` and delivery went on. Reported through diagnostics
+        /// (``BeaconDiagnostic/deliveryError``), never as a flush's failure.
+        public static let rejected = Code(.rejected)
+        /// Reading the log, writing `rejected.jsonl`, `delivery.inflight` or the checkpoint failed.
         public static let storage = Code(.storage)
         /// The uploader was shut down.
         public static let stopped = Code(.stopped)
@@ -39,9 +44,13 @@ public struct DeliveryError: Error, Sendable, CustomStringConvertible {
     public var message: String
     /// The HTTP status, when the collector answered.
     public var status: Int?
-    /// The start of the collector's answer (at most 512 bytes, as text), when it answered.
+    /// The start of the collector's answer body as text, when it answered: at most 512 bytes
+    /// (with a trailing `…` when cut), control characters shown as spaces, empty for an empty
+    /// body. The configured header values and the URL's credentials are masked as `***`, even
+    /// when the collector echoes them.
     public var answer: String?
-    /// The error behind it: a ``TransportError`` when no answer came, a `BeaconLogError` for storage.
+    /// The error behind it: the ``TransportError`` when no answer came (timeout, connection
+    /// refused, TLS), the `BeaconLogError` when storage failed; nil when the collector answered.
     public var cause: (any Error)?
 
     public init(_ code: Code, _ message: String, status: Int? = nil, answer: String? = nil, cause: (any Error)? = nil) {

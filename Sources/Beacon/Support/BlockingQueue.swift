@@ -45,8 +45,13 @@ struct BlockingQueue: Sendable {
     /// is created, and awaiting a result that is already there does not suspend.
     func start<T: Sendable>(_ work: @escaping @Sendable () -> T) -> Started<T> {
         let started = Started<T>()
-        queue.async { started.finish(work()) }
+        start(work, into: started)
         return started
+    }
+
+    /// Starts `work` on this queue, its result delivered to `started`.
+    func start<T: Sendable>(_ work: @escaping @Sendable () -> T, into started: Started<T>) {
+        queue.async { started.finish(work()) }
     }
 
     /// Runs `work` on a thread of its own: for work that may wait for other blocking work.
@@ -98,7 +103,8 @@ final class Started<T: Sendable>: Sendable {
         state.withLock { if case .finished(let result) = $0 { result } else { nil } }
     }
 
-    fileprivate func finish(_ result: T) {
+    /// Delivers the result (once; a second call does nothing).
+    func finish(_ result: T) {
         let waiting = state.withLock { s -> [CheckedContinuation<T, Never>] in
             guard case .running(let waiting) = s else { return [] }
             s = .finished(result)

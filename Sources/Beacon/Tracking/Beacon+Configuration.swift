@@ -31,33 +31,33 @@ extension Beacon {
     /// ```swift
     /// var config = Beacon.Configuration(directory: "/var/lib/app/beacon", serverURL: url)
     /// config.appVersion = "2.3.1"
+    /// config.storage.maxBytes = 64 << 20      // the log's settings: BeaconLog.Configuration
     /// let beacon = try Beacon(configuration: config)
     /// ```
+    ///
+    /// The log's settings are ``storage``, a `BeaconLog.Configuration` with BeaconLog's own
+    /// defaults, so they are stated (and documented) once. Setting them
+    /// (`config.storage.durability = .everyRecord`) needs only `import Beacon`; naming BeaconLog's
+    /// types (`BeaconLog.Configuration`, `BeaconLogError`) needs `import BeaconLog` as well, and
+    /// so does setting them in a module built with the upcoming feature `MemberImportVisibility`.
     public struct Configuration: Sendable {
-        /// The log directory (created with mode 0700). One tracker per directory: opening takes
-        /// the log's writer lock.
-        public var directory: String
+        /// The log the tracker appends to: its directory, durability, segment size, quota, largest
+        /// record and locks, with BeaconLog's defaults (100 records or 10 ms, 8 MiB segments,
+        /// 256 MiB, `.dropOldest`, 1 MiB, `.readWrite`). The tracker takes `access` `.readWrite`
+        /// (it appends and delivers) or `.write` (it appends only, leaving the reader lock to
+        /// another process that delivers: `beacon send`); opening throws for the others. Its
+        /// `onDropped`, when set, is called after the tracker's own report of a quota deletion.
+        public var storage: BeaconLog.Configuration
+        /// The log directory (created with mode 0700): ``storage``'s `directory`, the one place it
+        /// is kept. One tracker per directory: opening takes the log's writer lock.
+        public var directory: String {
+            get { storage.directory }
+            set { storage.directory = newValue }
+        }
         /// The collector events are delivered to; nil keeps them on disk only.
         public var serverURL: URL?
         /// Sent as the `$app_version` preset on every event when set.
         public var appVersion: String?
-
-        // MARK: Storage (passed to BeaconLog)
-
-        /// When tracked events become durable. Default: BeaconLog's default (100 records or 10 ms).
-        public var durability: BeaconLog.Durability = .default
-        /// Segment size of the log. Default 8 MiB.
-        public var segmentBytes: Int = 8 << 20
-        /// Most disk space the log may use. Default 256 MiB.
-        public var maxBytes: Int64 = 256 << 20
-        /// What happens when `maxBytes` is reached. Default `.dropOldest`.
-        public var quotaPolicy: BeaconLog.QuotaPolicy = .dropOldest
-        /// The largest encoded event accepted, in bytes. Default 1 MiB (BeaconLog's default).
-        public var maxRecordBytes: Int = 1 << 20
-        /// The log locks the tracker takes. Default `.readWrite` (it appends and delivers);
-        /// `.write` appends only, leaving the reader lock to another process that delivers
-        /// (`beacon send`).
-        public var logAccess: BeaconLog.Access = .readWrite
 
         // MARK: Hand-off between `track` and the writer
 
@@ -120,14 +120,56 @@ extension Beacon {
         /// SIGTERM and SIGKILL. Default 2 s.
         public var shutdownGrace: Duration = .seconds(2)
 
-        /// The file-operation seam of the log and of the tracker's own files; tests replace it
-        /// to inject failures.
-        package var fileSystem: any FileSystem = SystemFileSystem()
-
-        /// A configuration for `directory`, delivering to `serverURL` when set.
+        /// A configuration for a log in `directory` with BeaconLog's defaults, delivering to
+        /// `serverURL` when set.
         public init(directory: String, serverURL: URL? = nil) {
-            self.directory = directory
+            self.init(storage: BeaconLog.Configuration(directory: directory), serverURL: serverURL)
+        }
+
+        /// A configuration for the log `storage` describes, delivering to `serverURL` when set.
+        public init(storage: BeaconLog.Configuration, serverURL: URL? = nil) {
+            self.storage = storage
             self.serverURL = serverURL
         }
+    }
+}
+
+// The log's settings were copies of BeaconLog.Configuration's, with their own defaults; they
+// are `storage` now. These keep earlier code compiling, with a warning naming the new place.
+extension Beacon.Configuration {
+    @available(*, deprecated, renamed: "storage.durability")
+    public var durability: BeaconLog.Durability {
+        get { storage.durability }
+        set { storage.durability = newValue }
+    }
+
+    @available(*, deprecated, renamed: "storage.segmentBytes")
+    public var segmentBytes: Int {
+        get { storage.segmentBytes }
+        set { storage.segmentBytes = newValue }
+    }
+
+    @available(*, deprecated, renamed: "storage.maxBytes")
+    public var maxBytes: Int64 {
+        get { storage.maxBytes }
+        set { storage.maxBytes = newValue }
+    }
+
+    @available(*, deprecated, renamed: "storage.quotaPolicy")
+    public var quotaPolicy: BeaconLog.QuotaPolicy {
+        get { storage.quotaPolicy }
+        set { storage.quotaPolicy = newValue }
+    }
+
+    @available(*, deprecated, renamed: "storage.maxRecordBytes")
+    public var maxRecordBytes: Int {
+        get { storage.maxRecordBytes }
+        set { storage.maxRecordBytes = newValue }
+    }
+
+    @available(*, deprecated, renamed: "storage.access")
+    public var logAccess: BeaconLog.Access {
+        get { storage.access }
+        set { storage.access = newValue }
     }
 }

@@ -73,7 +73,7 @@ public final class Beacon: Sendable {
     /// tracker (in this or another process) uses the directory.
     /// Throws before opening anything when the configuration is wrong: ``DeliveryError`` with
     /// `.configuration` for a delivery value out of range or a ``Configuration/serverURL`` that
-    /// disagrees with `delivery.url`, ``BeaconLogError`` `.invalidArgument` for a `logAccess` that
+    /// disagrees with `delivery.url`, ``BeaconLogError`` `.invalidArgument` for a `storage.access` that
     /// cannot append.
     public init(configuration: Configuration) throws {
         try configuration.validate()
@@ -85,18 +85,14 @@ public final class Beacon: Sendable {
         configuration.diagnostics = { limiter.report($0) }
         self.diagnosticLimiter = limiter
         self.configuration = configuration
-        var logConfig = BeaconLog.Configuration(directory: configuration.directory)
-        logConfig.durability = configuration.durability
-        logConfig.segmentBytes = configuration.segmentBytes
-        logConfig.maxBytes = configuration.maxBytes
-        logConfig.quotaPolicy = configuration.quotaPolicy
-        logConfig.maxRecordBytes = configuration.maxRecordBytes
-        logConfig.access = configuration.logAccess
-        logConfig.fileSystem = configuration.fileSystem
-        let quotaDrops = self.quotaDrops, maxBytes = configuration.maxBytes, report = configuration.diagnostics
+        var logConfig = configuration.storage
+        let quotaDrops = self.quotaDrops, maxBytes = logConfig.maxBytes, report = configuration.diagnostics
+        let userOnDropped = logConfig.onDropped
         logConfig.onDropped = { records in
-            guard let message = quotaDrops.message(dropped: records, maxBytes: maxBytes) else { return }
-            report(BeaconDiagnostic(kind: .dropped, message: message, subject: DropReason.quotaDeleted.name))
+            if let message = quotaDrops.message(dropped: records, maxBytes: maxBytes) {
+                report(BeaconDiagnostic(kind: .dropped, message: message, subject: DropReason.quotaDeleted.name))
+            }
+            userOnDropped?(records)
         }
         let log = try BeaconLog(configuration: logConfig)
         quotaDrops.opened(log)
@@ -221,9 +217,9 @@ public final class Beacon: Sendable {
         let snapshot = context.withLock { $0.snapshot }
         return try ByteWriter.withWriter { out in
             try RecordEncoder.encode(input, trackId: trackId, timeMilliseconds: time, snapshot: snapshot, into: &out)
-            if out.count > configuration.maxRecordBytes {
+            if out.count > configuration.storage.maxRecordBytes {
                 throw BeaconValidationError(event: RecordEncoder.subject(input), key: nil, rule: .recordTooLarge,
-                                            message: "the record is \(out.count) bytes, more than maxRecordBytes (\(configuration.maxRecordBytes)); send fewer or shorter properties")
+                                            message: "the record is \(out.count) bytes, more than storage.maxRecordBytes (\(configuration.storage.maxRecordBytes)); send fewer or shorter properties")
             }
             return out.makeArray()
         }

@@ -27,7 +27,8 @@ public struct BeaconDiagnostic: Sendable, CustomStringConvertible {
         /// The log or the identity file failed to write.
         case storage
         /// Delivery needs attention: the collector refused the configuration (401, 403, 404, …)
-        /// and uploads are paused, or they resumed.
+        /// or TLS failed and uploads are paused, or they resumed; events were set aside in
+        /// `rejected.jsonl`; the log or a delivery file failed (``BeaconDiagnostic/deliveryError``).
         case delivery
     }
 
@@ -35,6 +36,11 @@ public struct BeaconDiagnostic: Sendable, CustomStringConvertible {
     public var kind: Kind
     /// For `.invalidInput`: the event, key and rule.
     public var validation: BeaconValidationError?
+    /// For `.delivery`: the failure, with the collector's status, the start of its answer and
+    /// the cause (``DeliveryError/code`` `.configuration` when delivery paused, `.rejected` when
+    /// events were set aside, `.storage` when the log or a delivery file failed); nil when
+    /// delivery resumed.
+    public var deliveryError: DeliveryError?
     /// A sentence for people.
     public var message: String
     /// What the diagnostic is about, within its kind: with ``kind``, what makes two diagnostics
@@ -46,9 +52,10 @@ public struct BeaconDiagnostic: Sendable, CustomStringConvertible {
     /// of a later one of its subject.
     public var suppressed: Int
 
-    public init(kind: Kind, validation: BeaconValidationError? = nil, message: String, subject: String? = nil, suppressed: Int = 0) {
+    public init(kind: Kind, validation: BeaconValidationError? = nil, deliveryError: DeliveryError? = nil, message: String, subject: String? = nil, suppressed: Int = 0) {
         self.kind = kind
         self.validation = validation
+        self.deliveryError = deliveryError
         self.message = message
         self.subject = subject
         self.suppressed = suppressed

@@ -12,7 +12,7 @@ extension BeaconLog {
 
     /// Writes `position` into the next checkpoint slot and makes it durable, then publishes it.
     /// `dropping` marks a move past records the quota deletes: they count as dropped, not acknowledged.
-    func writeCheckpoint(_ position: LogPosition, dropping: Bool = false, io: inout ReaderIO) throws {
+    func writeCheckpoint(_ position: LogPosition, dropping: Bool = false, io: inout CheckpointIO) throws {
         let path = directory + "/" + Checkpoint.fileName
         if io.checkpointFile == nil {
             if !io.replaceCheckpointFile, try fs.fileSize(path) == UInt64(Checkpoint.fileSize) {

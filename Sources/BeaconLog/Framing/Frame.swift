@@ -98,11 +98,15 @@ package enum Frame {
         let end = line.upperBound
         // Read once per record on every read: byte loops the compiler inlines, no libc call, no
         // overflow check until a number could overflow (20 digits).
-        @inline(__always) func expect(_ literal: StaticString) -> Bool {
+        // The keys are compared a word at a time: `word` holds the literal's first (up to) eight
+        // bytes, little-endian, `last` its ninth if it has one. A valid line always has eight
+        // bytes or more from where a key starts.
+        @inline(__always) func expect(_ literal: StaticString, word: UInt64, last: UInt8? = nil) -> Bool {
             let count = literal.utf8CodeUnitCount
-            guard end - i >= count else { return false }
-            let text = literal.utf8Start
-            for k in 0..<count where buffer[i + k] != text[k] { return false }
+            guard end - i >= max(count, 8) else { return false }
+            let mask: UInt64 = count >= 8 ? ~0 : (1 << (8 * UInt64(count))) &- 1
+            guard buffer.loadUnaligned(fromByteOffset: i, as: UInt64.self).littleEndian & mask == word else { return false }
+            if let last, buffer[i + 8] != last { return false }
             i += count
             return true
         }
@@ -130,9 +134,9 @@ package enum Frame {
         if end - line.lowerBound > 0 && buffer[line.lowerBound] == 0 {
             return .corrupt("zero bytes instead of a record (a torn write or a zero-filled block)", reason: .zeros)
         }
-        guard expect(seqPrefix), let seq = number(max: 20) else { return .corrupt("not a record: expected {\"seq\":N at the start of the line", reason: .malformed) }
-        guard expect(crcPrefix), let crc = number(max: 10), crc <= UInt64(UInt32.max) else { return .corrupt("not a record: expected \"crc\" after the seq", reason: .malformed) }
-        guard expect(eventPrefix) else { return .corrupt("not a record: expected \"event\" after the crc", reason: .malformed) }
+        guard expect(seqPrefix, word: 0x3A22_7165_7322_7B), let seq = number(max: 20) else { return .corrupt("not a record: expected {\"seq\":N at the start of the line", reason: .malformed) }
+        guard expect(crcPrefix, word: 0x3A22_6372_6322_2C), let crc = number(max: 10), crc <= UInt64(UInt32.max) else { return .corrupt("not a record: expected \"crc\" after the seq", reason: .malformed) }
+        guard expect(eventPrefix, word: 0x2274_6E65_7665_222C, last: 0x3A) else { return .corrupt("not a record: expected \"event\" after the crc", reason: .malformed) }
         guard end - i >= 2, buffer[end - 1] == 0x7D else { return .corrupt("record \(seq) is cut short: it does not end with }", reason: .malformed) }
         let event = i..<(end - 1)
         let actual = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: buffer[event]))

@@ -25,7 +25,7 @@ extension BeaconLog {
             }
             // Under the reader lock, so that an acknowledgement (which deletes segments and moves
             // the checkpoint under it too) cannot change what counts as pending meanwhile.
-            let deleted = try readerIO.withLock { rio -> UInt64? in
+            let deleted = try checkpointIO.withLock { cio in try readerIO.withLock { rio -> UInt64? in
                 guard state.withLock({ $0.segments.first?.number == oldest.number }) else { return nil }
                 // Sequence numbers of the victim's and the next segment's first records: read their first lines.
                 let firstSeqOfNext = try firstSeq(ofSegment: nextStart.segment) ?? state.withLock { $0.written.seq }
@@ -36,7 +36,7 @@ extension BeaconLog {
                 let from = max(firstSeqOfVictim, acknowledged)
                 let dropped = firstSeqOfNext > from ? firstSeqOfNext - from : 0
                 if canAcknowledge, state.withLock({ $0.checkpoint.segment <= oldest.number }) {
-                    try writeCheckpoint(LogPosition(segment: nextStart.segment, offset: 0, seq: firstSeqOfNext), dropping: true, io: &rio)
+                    try writeCheckpoint(LogPosition(segment: nextStart.segment, offset: 0, seq: firstSeqOfNext), dropping: true, io: &cio)
                 }
                 closeReader(ofSegment: oldest.number, io: &rio)
                 // Forget it before unlinking, so a reader never looks for a file that is gone.
@@ -64,7 +64,7 @@ extension BeaconLog {
                     // The reader process deleted it first.
                 }
                 return dropped
-            }
+            } }
             guard let deleted else { continue }
             if deleted > 0 { config.onDropped?(deleted) }
             try fs.syncDirectory(directory)

@@ -33,12 +33,17 @@ extension BeaconLog {
                 throw BeaconLogError(.invalidArgument, "cannot acknowledge \(position): this reader has read only up to \(readEnd.map { "\($0)" } ?? "nothing"); acknowledge a batch's end", path: directory)
             }
         }
-        try readerIO.withLock { io in
-            if !canWrite { try syncRead(through: position, acknowledged: current, io: &io) }
-            takeBackDelivered(through: position)
-            if position <= state.withLock({ $0.checkpoint }) { return }
-            try writeCheckpoint(normalized(position), io: &io)
-            try deleteAcknowledgedSegments(io: &io)
+        // The checkpoint's fdatasync holds only the checkpoint writer's lock: reads (the next
+        // batch, read while this one is made durable) do not wait for it.
+        try checkpointIO.withLock { cio in
+            let behind = try readerIO.withLock { io in
+                if !canWrite { try syncRead(through: position, acknowledged: current, io: &io) }
+                takeBackDelivered(through: position)
+                return position > state.withLock({ $0.checkpoint })
+            }
+            guard behind else { return }
+            try writeCheckpoint(normalized(position), io: &cio)
+            try readerIO.withLock { io in try deleteAcknowledgedSegments(io: &io) }
         }
     }
 

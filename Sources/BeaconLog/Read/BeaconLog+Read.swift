@@ -41,8 +41,13 @@ extension BeaconLog {
                 pos = LogPosition(segment: next, offset: 0, seq: pos.seq)
                 lastInSegment = nil
             }
+            // How far the segment being read may be read, looked up again only once reached.
+            var known: (segment: UInt64, limit: UInt64)?
             while records.count < maxRecords && (records.isEmpty || bytes < maxBytes) {
-                guard let limit = try readableLimit(ofSegment: pos.segment, beyond: pos.offset, io: &io), pos.offset < limit else {
+                if known.map({ $0.segment != pos.segment || pos.offset >= $0.limit }) ?? true {
+                    known = try readableLimit(ofSegment: pos.segment, beyond: pos.offset, io: &io).map { (pos.segment, $0) }
+                }
+                guard let limit = known?.limit, pos.offset < limit else {
                     guard let next = try segment(after: pos.segment, io: &io) else { break }
                     // A writer completes a segment before it creates the next one: look at its size
                     // again, it may have grown since we looked (records not to be passed over).
@@ -50,7 +55,8 @@ extension BeaconLog {
                     moveOn(to: next)
                     continue
                 }
-                guard let (cache, line) = try line(at: pos, limit: limit, io: &io) else {
+                guard let line = try lineRange(at: pos, limit: limit, io: &io) else {
+                    known = nil
                     // An incomplete last line: a write in progress in the newest segment, or a torn
                     // tail in a sealed one, whose remaining bytes are then passed over. The rest of
                     // the line may have been written since the size was last looked at.
@@ -67,8 +73,10 @@ extension BeaconLog {
                     moveOn(to: next)
                     continue
                 }
-                let lineEnd = cache.start + UInt64(line.upperBound) + 1
-                let parsed = cache.bytes.withUnsafeBytes { Frame.parse($0, line: line, crc: &crc) }
+                // The line is in `io.cache`; the checks of damaged seqs below may refill it, so they
+                // put it back (they are rare).
+                let lineEnd = io.cache!.start + UInt64(line.upperBound) + 1
+                let parsed = io.cache!.bytes.withUnsafeBytes { Frame.parse($0, line: line, crc: &crc) }
                 switch parsed {
                 case .record(let seq, let event):
                     let next = LogPosition(segment: pos.segment, offset: lineEnd, seq: pos.seq)
@@ -79,17 +87,17 @@ extension BeaconLog {
                         // the log's end could never be acknowledged.
                         skipped += countCorrupt(at: pos, reason: .seqDigits)
                         pos.offset = lineEnd
-                    } else if let last = lastInSegment, seq != last + 1, try !plausibleJump(to: seq, after: last, next: next, limit: limit, io: &io) {
+                    } else if let last = lastInSegment, seq != last + 1, try !keepingCache(&io, { try plausibleJump(to: seq, after: last, next: next, limit: limit, io: &$0) }) {
                         // The CRC covers the event, not its seq: damaged seq digits. Counted, passed over.
                         skipped += countCorrupt(at: pos, reason: .seqDigits)
                         pos.offset = lineEnd
-                    } else if lastInSegment == nil, seq != pos.seq, try !seqContinues(from: seq, expected: pos.seq, next: next, limit: limit, io: &io) {
+                    } else if lastInSegment == nil, seq != pos.seq, try !keepingCache(&io, { try seqContinues(from: seq, expected: pos.seq, next: next, limit: limit, io: &$0) }) {
                         // A segment's first record, with a seq other than expected that the records
                         // after it do not continue: its digits were damaged.
                         skipped += countCorrupt(at: pos, reason: .seqDigits)
                         pos.offset = lineEnd
                     } else if seq >= pos.seq {
-                        records.append(cache.bytes[event])
+                        records.append(io.cache!.bytes[event])
                         seqs.append(seq)
                         crcs.append(crc)
                         bytes += event.count
@@ -113,6 +121,13 @@ extension BeaconLog {
             batch.crcs = crcs
             return batch
         }
+    }
+
+    /// Runs `body` (which may read other lines) and puts `io.cache` back as it was.
+    func keepingCache<T>(_ io: inout ReaderIO, _ body: (inout ReaderIO) throws -> T) rethrows -> T {
+        let cache = io.cache
+        defer { io.cache = cache }
+        return try body(&io)
     }
 
     /// Counts a corrupt record once, however often it is read again.

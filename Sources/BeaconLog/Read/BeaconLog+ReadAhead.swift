@@ -7,11 +7,18 @@ extension BeaconLog {
     /// The line starting at `position` (ending before `limit`), from the read-ahead cache, refilled
     /// as needed. Nil if no complete line starts there yet.
     func line(at position: LogPosition, limit: UInt64, io: inout ReaderIO) throws -> (ReadCache, Range<Int>)? {
+        guard let line = try lineRange(at: position, limit: limit, io: &io) else { return nil }
+        return (io.cache!, line)
+    }
+
+    /// ``line(at:limit:io:)`` for the read loop: the line's range in `io.cache`, which holds it, so
+    /// that a record costs no copy of the cache.
+    func lineRange(at position: LogPosition, limit: UInt64, io: inout ReaderIO) throws -> Range<Int>? {
         if let cache = io.cache, cache.segment == position.segment, position.offset >= cache.start,
            position.offset < cache.start + UInt64(cache.bytes.count) {
             let from = Int(position.offset - cache.start)
             let upTo = Int(min(UInt64(cache.bytes.count), limit - cache.start))
-            if let newline = Self.newline(in: cache.bytes, from: from, upTo: upTo) { return (cache, from..<newline) }
+            if let newline = Self.newline(in: cache.bytes, from: from, upTo: upTo) { return from..<newline }
             // Cached zeros of another process's preallocated segment may have been written over
             // since: read them again.
             if cache.start + UInt64(cache.bytes.count) >= limit && (canWrite || cache.bytes.last != 0) { return nil }
@@ -39,9 +46,8 @@ extension BeaconLog {
                 initialized = done
             }
             if let failure { throw failure }
-            let cache = ReadCache(segment: position.segment, start: position.offset, bytes: bytes)
-            io.cache = cache
-            if let newline = Self.newline(in: bytes, from: 0, upTo: bytes.count) { return (cache, 0..<newline) }
+            io.cache = ReadCache(segment: position.segment, start: position.offset, bytes: bytes)
+            if let newline = Self.newline(in: bytes, from: 0, upTo: bytes.count) { return 0..<newline }
             if bytes.count < count || position.offset + UInt64(count) >= limit { return nil }
             // Zeros at the end of what another process's writer has in its newest segment: the
             // space it preallocated, where no line ends yet. Reading on would read all of it on

@@ -28,8 +28,10 @@ package enum Gzip {
     }
 
     /// The bytes inside one or more concatenated gzip (or zlib) members. Throws on damaged input
-    /// or when the result would exceed `limit` bytes.
-    package static func decompress(_ bytes: [UInt8], limit: Int = 256 << 20) throws -> [UInt8] {
+    /// or once the result would exceed `limit` bytes (``GzipError/exceedsLimit``): no more than
+    /// `limit` bytes are ever held, so a small body that inflates to gigabytes (a zip bomb) costs
+    /// `limit` at most.
+    package static func decompress(_ bytes: [UInt8], limit: Int = 256 << 20) throws(GzipError) -> [UInt8] {
         var stream = z_stream()
         guard inflateInit2_(&stream, 47, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)) == Z_OK else {
             throw GzipError(message: "inflateInit2 failed")
@@ -37,7 +39,7 @@ package enum Gzip {
         defer { inflateEnd(&stream) }
         var output: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 64 * 1024)
-        try bytes.withUnsafeBufferPointer { input in
+        try bytes.withUnsafeBufferPointer { input throws(GzipError) in
             stream.next_in = UnsafeMutablePointer(mutating: input.baseAddress)
             stream.avail_in = uInt(input.count)
             while true {
@@ -47,8 +49,14 @@ package enum Gzip {
                     let status = inflate(&stream, Z_NO_FLUSH)
                     return (status, out.count - Int(stream.avail_out))
                 }
+                guard produced <= limit - output.count else {
+                    throw GzipError(message: "the gzip body inflates to more than \(limit) bytes", exceedsLimit: true)
+                }
+                if output.count + produced > output.capacity {
+                    // Grow by doubling, but never past the limit.
+                    output.reserveCapacity(min(limit, max(output.capacity * 2, output.count + produced)))
+                }
                 output.append(contentsOf: chunk[0..<produced])
-                if output.count > limit { throw GzipError(message: "the gzip body inflates to more than \(limit) bytes") }
                 if status == Z_STREAM_END {
                     if stream.avail_in == 0 { return }
                     // Another member follows.
@@ -67,5 +75,12 @@ package enum Gzip {
 /// A gzip body that could not be decompressed.
 package struct GzipError: Error, Sendable, CustomStringConvertible {
     package var message: String
+    /// The body is intact so far but inflates to more than the limit.
+    package var exceedsLimit: Bool
     package var description: String { "gzip: \(message)" }
+
+    package init(message: String, exceedsLimit: Bool = false) {
+        self.message = message
+        self.exceedsLimit = exceedsLimit
+    }
 }

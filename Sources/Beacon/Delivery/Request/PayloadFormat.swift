@@ -45,6 +45,31 @@ public enum PayloadFormat: String, Sendable, CaseIterable {
         return body
     }
 
+    /// ``body(_:sentAt:)`` for records read from the log (slices of its read buffer): the body
+    /// allocated once at its size and each record copied with one `memcpy`.
+    func body(records: [ArraySlice<UInt8>], sentAt: Int64) -> [UInt8] {
+        guard self == .jsonArray else { return body(records, sentAt: sentAt) }
+        var size = 2 + max(0, records.count - 1)
+        for record in records { size += record.count }
+        return [UInt8](unsafeUninitializedCapacity: size) { buffer, initialized in
+            let base = buffer.baseAddress!
+            base[0] = UInt8(ascii: "[")
+            var at = 1
+            for (i, record) in records.enumerated() {
+                if i > 0 {
+                    base[at] = UInt8(ascii: ",")
+                    at += 1
+                }
+                record.withUnsafeBufferPointer { bytes in
+                    if let source = bytes.baseAddress { (base + at).update(from: source, count: bytes.count) }
+                    at += bytes.count
+                }
+            }
+            base[at] = UInt8(ascii: "]")
+            initialized = at + 1
+        }
+    }
+
     private func appendJoined<C: Collection<UInt8>>(_ records: some Collection<C>, into body: inout [UInt8]) {
         var first = true
         for record in records {

@@ -30,7 +30,7 @@ struct RequestBuilder: Sendable {
     func payload(records: [ArraySlice<UInt8>], seqs: [UInt64], crcs: [UInt32] = []) -> Payload {
         let key = IdempotencyKey.make(records: records, seqs: seqs, crcs: crcs)
         guard configuration.format != .envelope else { return Payload(body: nil, key: key) }
-        return Payload(body: encoded(configuration.format.body(records, sentAt: 0)), key: key)
+        return Payload(body: encoded(configuration.format.body(records: records, sentAt: 0)), key: key)
     }
 
     /// The request for `records` (with their `seqs`), sent at `sentAt` (epoch ms) after `retry`
@@ -38,7 +38,7 @@ struct RequestBuilder: Sendable {
     /// ahead.
     func request(records: [ArraySlice<UInt8>], seqs: [UInt64], crcs: [UInt32] = [], payload: Payload? = nil, sentAt: Int64, retry: Int, timeout: Duration) -> TransportRequest {
         let payload = payload ?? Payload(body: nil, key: IdempotencyKey.make(records: records, seqs: seqs, crcs: crcs))
-        let body = payload.body ?? encoded(configuration.format.body(records, sentAt: sentAt))
+        let body = payload.body ?? encoded(configuration.format.body(records: records, sentAt: sentAt))
         var headers: [(name: String, value: String)] = [
             ("Content-Type", configuration.format.contentType),
             ("User-Agent", userAgent),

@@ -36,11 +36,19 @@ struct DeliveryStateMachine: Sendable {
         var detail: String
         /// The collector's `Retry-After`, as a wait.
         var retryAfter: Duration?
+        /// The transport's error when no answer came.
+        var cause: TransportError?
 
-        init(status: Int?, detail: String = "", retryAfter: Duration? = nil) {
+        init(status: Int?, detail: String = "", retryAfter: Duration? = nil, cause: TransportError? = nil) {
             self.status = status
             self.detail = detail
             self.retryAfter = retryAfter
+            self.cause = cause
+        }
+
+        static func == (a: Answer, b: Answer) -> Bool {
+            a.status == b.status && a.detail == b.detail && a.retryAfter == b.retryAfter
+                && a.cause?.kind == b.cause?.kind && a.cause?.message == b.cause?.message
         }
     }
 

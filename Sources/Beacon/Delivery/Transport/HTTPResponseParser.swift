@@ -46,10 +46,11 @@ struct HTTPResponseParser {
     private var headBytes = 0
     private var status = 0
     private var minorVersion = 1
-    private var headers: [String: String] = [:]
-    /// The lowercased name of each field in ``headers``, to fold repeated fields whatever their case.
-    private var names: [String: String] = [:]
-    private var lastName: String?
+    /// The header fields in the order they came, repeated ones folded into the first whatever
+    /// their case (a few per answer: searched in order, no dictionary until the answer is taken).
+    private var fields: [(name: String, value: String)] = []
+    /// The field an obsolete folded line continues.
+    private var lastField: Int?
     private var body: [UInt8] = []
     /// Body bytes read beyond ``maxBodyBytes`` and dropped.
     private(set) var droppedBodyBytes = 0
@@ -132,6 +133,9 @@ struct HTTPResponseParser {
 
     /// The complete answer; the parser is then ready for the next one.
     mutating func takeResponse() -> TransportResponse {
+        var headers: [String: String] = [:]
+        headers.reserveCapacity(fields.count)
+        for field in fields { headers[field.name] = field.value }
         let response = TransportResponse(status: status, headers: headers, body: body)
         reset()
         return response
@@ -144,9 +148,8 @@ struct HTTPResponseParser {
         headBytes = 0
         status = 0
         minorVersion = 1
-        headers = [:]
-        names = [:]
-        lastName = nil
+        fields.removeAll(keepingCapacity: true)
+        lastField = nil
         body = []
         droppedBodyBytes = 0
         receivedAny = false
@@ -213,9 +216,8 @@ struct HTTPResponseParser {
     private mutating func takeField(_ text: [UInt8]) throws(Malformed) {
         if text.first == 0x20 || text.first == 0x09 {
             // An obsolete folded continuation of the previous field's value.
-            guard let lastName else { throw Malformed(description: "the answer's first header field starts with a space") }
-            let more = Self.trimmed(text)
-            headers[lastName, default: ""] += " " + more
+            guard let lastField else { throw Malformed(description: "the answer's first header field starts with a space") }
+            fields[lastField].value += " " + Self.trimmed(text)
             return
         }
         guard let colon = text.firstIndex(of: UInt8(ascii: ":")), colon > 0 else {
@@ -226,14 +228,12 @@ struct HTTPResponseParser {
         }
         let name = String(decoding: text[..<colon], as: UTF8.self)
         let value = Self.trimmed(text[(colon + 1)...])
-        let lower = name.lowercased()
-        if let existing = names[lower] {
-            headers[existing, default: ""] += ", " + value
-            lastName = existing
+        if let existing = fields.firstIndex(where: { HTTPFieldName.equal($0.name, name) }) {
+            fields[existing].value += ", " + value
+            lastField = existing
         } else {
-            names[lower] = name
-            headers[name] = value
-            lastName = name
+            fields.append((name, value))
+            lastField = fields.count - 1
         }
     }
 
@@ -295,8 +295,8 @@ struct HTTPResponseParser {
         }
     }
 
-    private func field(_ lowercasedName: String) -> String? {
-        names[lowercasedName].flatMap { headers[$0] }
+    private func field(_ name: String) -> String? {
+        fields.first { HTTPFieldName.equal($0.name, name) }?.value
     }
 
     private mutating func keep(_ bytes: UnsafeRawBufferPointer) {

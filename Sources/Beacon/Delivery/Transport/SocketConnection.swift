@@ -212,6 +212,9 @@ final class SocketConnection: @unchecked Sendable {
                     disconnect()
                     return early
                 }
+                // While the collector answers: work the thread kept for then (the uploader reads
+                // its next batch), on this thread.
+                IOThread.runDeferred()
                 return try readAnswer(deadline: deadline, isCancelled: isCancelled)
             } catch {
                 disconnect()

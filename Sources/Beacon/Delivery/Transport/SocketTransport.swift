@@ -84,25 +84,40 @@ public final class SocketTransport: Transport {
     public func send(_ request: TransportRequest) async throws -> TransportResponse {
         let endpoint = try endpoint(for: request.url)
         let exchange = SocketExchange(waker: connection.waker, live: live)
-        let cancelled = TransportError(.cancelled, "the request to \(RedactedURL(request.url)) was cancelled")
+        // Told only when it happens: redacting the URL costs more than a request's own work.
+        let url = request.url
+        var cancelled: TransportError { TransportError(.cancelled, "the request to \(RedactedURL(url)) was cancelled") }
+        if IOThread.isCurrent {
+            // A thread of Beacon's own (the uploader's pass): the exchange runs right here, in
+            // turn with other requests (`sync` runs it on this thread), with no hand-off.
+            return try await withTaskCancellationHandler {
+                if Task.isCancelled { throw cancelled }
+                return try queue.sync { [connection] in try Self.exchange(request, endpoint, connection, exchange).get() }
+            } onCancel: {
+                exchange.cancel(cancelled)
+            }
+        }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<TransportResponse, any Error>) in
                 guard exchange.begin(ResumeOnce(continuation), cancelled: cancelled) else { return }
                 queue.async { [connection] in
                     guard !exchange.isCancelled else { return }
-                    // The deadline starts when the request gets the connection, not while it waits its turn.
-                    let deadline = DispatchTime.now().uptimeNanoseconds &+ UInt64(min(max(0, request.timeout.seconds), 1e9) * 1e9)
-                    let result: Result<TransportResponse, any Error>
-                    do throws(SocketConnection.Failure) {
-                        result = .success(try connection.exchange(request, to: endpoint, deadline: deadline) { exchange.isCancelled })
-                    } catch {
-                        result = .failure(Self.error(error, endpoint.url, request.timeout))
-                    }
-                    exchange.finish(result)
+                    exchange.finish(Self.exchange(request, endpoint, connection, exchange))
                 }
             }
         } onCancel: {
             exchange.cancel(cancelled)
+        }
+    }
+
+    /// Sends `request` on `connection`, on the transport's queue.
+    private static func exchange(_ request: TransportRequest, _ endpoint: SocketEndpoint, _ connection: SocketConnection, _ exchange: SocketExchange) -> Result<TransportResponse, any Error> {
+        // The deadline starts when the request gets the connection, not while it waits its turn.
+        let deadline = DispatchTime.now().uptimeNanoseconds &+ UInt64(min(max(0, request.timeout.seconds), 1e9) * 1e9)
+        do throws(SocketConnection.Failure) {
+            return .success(try connection.exchange(request, to: endpoint, deadline: deadline) { exchange.isCancelled })
+        } catch {
+            return .failure(Self.error(error, endpoint.url, request.timeout))
         }
     }
 
@@ -168,13 +183,13 @@ final class SocketExchange: Sendable {
     var isCancelled: Bool { state.withLock { $0.cancelled } }
 
     /// Keeps the continuation; false (and resumed at once) when the request was already cancelled.
-    func begin(_ once: ResumeOnce<TransportResponse, any Error>, cancelled: TransportError) -> Bool {
+    func begin(_ once: ResumeOnce<TransportResponse, any Error>, cancelled: @autoclosure () -> TransportError) -> Bool {
         let early = state.withLock { s -> Bool in
             if s.cancelled { return true }
             s.once = once
             return false
         }
-        if early { once.resume(throwing: cancelled) }
+        if early { once.resume(throwing: cancelled()) }
         return !early
     }
 

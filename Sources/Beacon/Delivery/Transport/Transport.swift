@@ -23,7 +23,7 @@ public struct TransportRequest: Sendable {
 
     /// The value of header `name` (case-insensitive), if present.
     public func header(_ name: String) -> String? {
-        headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
+        headers.first { HTTPFieldName.equal($0.name, name) }?.value
     }
 }
 
@@ -45,7 +45,22 @@ public struct TransportResponse: Sendable {
     /// The value of header `name` (case-insensitive), if present.
     public func header(_ name: String) -> String? {
         if let exact = headers[name] { return exact }
-        return headers.first { $0.key.caseInsensitiveCompare(name) == .orderedSame }?.value
+        return headers.first { HTTPFieldName.equal($0.key, name) }?.value
+    }
+}
+
+/// Header field names compared as HTTP compares them: ASCII letters without regard to case
+/// (RFC 9110 §5.1), byte by byte, without Foundation's locale-aware comparison.
+enum HTTPFieldName {
+    static func equal(_ a: String, _ b: String) -> Bool {
+        var a = a.utf8.makeIterator(), b = b.utf8.makeIterator()
+        while true {
+            switch (a.next(), b.next()) {
+            case (nil, nil): return true
+            case (let x?, let y?) where x == y || (x | 0x20 == y | 0x20 && (x | 0x20) >= 0x61 && (x | 0x20) <= 0x7A): continue
+            default: return false
+            }
+        }
     }
 }
 

@@ -44,7 +44,9 @@ struct RejectedFile {
 /// `delivery.inflight` in the log directory: the ranges of the requests not yet acknowledged
 /// durably, so that a restart neither sends again what a crashed process had delivered nor cuts
 /// differently what it had in flight. One line per range, `<seq of the checkpoint when it was
-/// sent> <number of records read> <times sent> <failed passes> [<boot id>]` (the third field, for
+/// sent> <number of records read> <times sent> <failed passes> [<boot id>]`; ranges that follow
+/// each other with the same last three fields share a line, their record counts joined by commas
+/// (`0 50,50,50 1 0 <boot id>`: three batches of 50 from seq 0). (The third field, for
 /// `X-Beacon-Retry`, may be missing: 1; the fourth, the passes that ended with a retryable answer,
 /// for isolation, may be missing: 0; the fifth, present once the collector accepted the range, is
 /// the kernel's boot id): before the request in flight the batches (at most eight) accepted whose
@@ -64,7 +66,8 @@ final class InflightFile: Sendable {
     /// The most ranges the file holds: the acknowledgements outstanding, the request in flight
     /// and as many ranges of an earlier run not reached yet.
     static let capacity = 2 * Uploader.maxOutstandingAcknowledgements + 1
-    /// The record's size, one page: room for `capacity` ranges of four 20-digit numbers and a boot id.
+    /// The record's size, one page (a kill -9 cannot tear it): room for `capacity` lines of four
+    /// 20-digit numbers and a boot id, and the joined counts of ``Uploader/maxOutstandingBatches``.
     static let recordSize = 4096
     let path: String
     let fileSystem: any FileSystem
@@ -116,20 +119,45 @@ final class InflightFile: Sendable {
         for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
             let parts = line.split(separator: " ")
             if parts.isEmpty { continue }
-            guard (2...5).contains(parts.count), let first = UInt64(parts[0]), let count = Int(parts[1]), (1...Self.maxCount).contains(count) else { return [] }
+            guard (2...5).contains(parts.count), var first = UInt64(parts[0]) else { return [] }
+            let counts = parts[1].split(separator: ",", omittingEmptySubsequences: false).map { Int($0) ?? 0 }
+            guard counts.allSatisfy({ (1...Self.maxCount).contains($0) }) else { return [] }
             let sends = parts.count >= 3 ? Int(parts[2]) ?? 1 : 1
             let failures = parts.count >= 4 ? Int(parts[3]) ?? 0 : 0
             // Counts no run could have written (they trapped the delivery state machine's arithmetic).
             guard sends <= Self.maxCount, failures <= Self.maxCount else { return [] }
             let accepted = parts.count == 5 && parts[4] == bootID && bootID != "unknown"
-            ranges.append(Range(firstSeq: first, count: count, sends: max(1, sends), failures: max(0, failures), accepted: accepted))
+            for (i, count) in counts.enumerated() {
+                if i > 0 {
+                    let (next, overflow) = first.addingReportingOverflow(UInt64(counts[i - 1]))
+                    guard !overflow else { return [] }
+                    first = next
+                }
+                ranges.append(Range(firstSeq: first, count: count, sends: max(1, sends), failures: max(0, failures), accepted: accepted))
+            }
         }
         return ranges
     }
 
-    /// Replaces the file's ranges with `ranges` (at most `capacity`).
+    /// `ranges` as the file's lines: ranges that follow each other (the next starts where the
+    /// last ends) with the same sends, failures and acceptance share one.
+    static func lines(_ ranges: [Range]) -> [[Range]] {
+        var lines: [[Range]] = []
+        for range in ranges {
+            if let last = lines.last?.last, last.sends == range.sends, last.failures == range.failures, last.accepted == range.accepted,
+               last.firstSeq.addingReportingOverflow(UInt64(last.count)) == (range.firstSeq, false) {
+                lines[lines.count - 1].append(range)
+            } else {
+                lines.append([range])
+            }
+        }
+        return lines
+    }
+
+    /// Replaces the file's ranges with `ranges` (at most `capacity` lines, ``lines(_:)``).
     func save(_ ranges: [Range]) throws {
-        precondition(ranges.count <= Self.capacity, "delivery.inflight holds at most \(Self.capacity) ranges")
+        let lines = Self.lines(ranges)
+        precondition(lines.count <= Self.capacity, "delivery.inflight holds at most \(Self.capacity) lines")
         // Written on every request: digits straight into the record, no strings.
         var record = [UInt8](repeating: UInt8(ascii: " "), count: Self.recordSize)
         let boot = Array(bootID.utf8)
@@ -141,9 +169,10 @@ final class InflightFile: Sendable {
                 buffer[at + digits] = separator
                 at += digits + 1
             }
-            for range in ranges {
+            for line in lines {
+                let range = line[0]
                 put(range.firstSeq, then: UInt8(ascii: " "))
-                put(UInt64(range.count), then: UInt8(ascii: " "))
+                for (i, part) in line.enumerated() { put(UInt64(part.count), then: UInt8(ascii: i == line.count - 1 ? " " : ",")) }
                 put(UInt64(range.sends), then: UInt8(ascii: " "))
                 put(UInt64(range.failures), then: UInt8(ascii: range.accepted ? " " : "\n"))
                 if range.accepted {

@@ -11,18 +11,56 @@ extension Uploader {
     /// marked accepted, beside the next request's: a process crash in between (the page cache
     /// survives) re-sends none of them, a power loss re-sends them as they were sent (same events,
     /// same idempotency keys), which at-least-once delivery allows.
+    ///
+    /// Batches delivered back to back while a write runs gather into one entry (one range of
+    /// `delivery.inflight`, their ranges joined): a checkpoint write takes about as long as
+    /// dozens of requests on loopback, and the next write then covers all of them.
     struct Acknowledging: Sendable {
         var end: LogPosition
-        var range: InflightFile.Range?
+        /// The ranges of its batches in `delivery.inflight` (one per batch; none when unknown).
+        var ranges: [InflightFile.Range]
         /// The checkpoint write, once started: nil when it succeeded, else its error.
         var write: Started<(any Error)?>?
+        /// The batches this entry acknowledges.
+        var batches = 1
     }
 
-    /// Batches whose acknowledgements one checkpoint write makes durable together.
+    /// Batches whose acknowledgements gather before a checkpoint write starts (while a backlog lasts).
     static let acknowledgementGroup = 4
-    /// The most acknowledgements outstanding at once: a group being written and the next one
-    /// gathering (and the ranges `delivery.inflight` keeps beside the request in flight).
+    /// The most entries outstanding at once (the ranges `delivery.inflight` keeps beside the
+    /// request in flight): usually two, a group being written and the next one gathering.
     static let maxOutstandingAcknowledgements = 2 * acknowledgementGroup
+    /// The most batches whose acknowledgements are outstanding at once: what a power loss may send
+    /// again beyond the request in flight.
+    static let maxOutstandingBatches = 64
+
+    /// Adds the acknowledgement of a whole batch delivered while more events wait: into the entry
+    /// gathering when it continues that entry's range, else as an entry of its own. Call after
+    /// ``settleAcknowledgement(keeping:)`` made room (``roomForAcknowledgement``).
+    func deferAcknowledgement(end: LogPosition, range: InflightFile.Range?) {
+        let accepted = range.map { InflightFile.Range(firstSeq: $0.firstSeq, count: $0.count, sends: $0.sends, failures: $0.failures, accepted: true) }
+        // Joined only when `delivery.inflight` writes them on one line.
+        if let last = acknowledging.last, last.write == nil, let earlier = last.ranges.last, let accepted, InflightFile.lines([earlier, accepted]).count == 1 {
+            acknowledging[acknowledging.count - 1].end = end
+            acknowledging[acknowledging.count - 1].ranges.append(accepted)
+            acknowledging[acknowledging.count - 1].batches += 1
+            return
+        }
+        acknowledging.append(Acknowledging(end: end, ranges: accepted.map { [$0] } ?? []))
+    }
+
+    /// The entries to keep outstanding so that one more batch fits: at most
+    /// ``maxOutstandingAcknowledgements`` - 1 entries and ``maxOutstandingBatches`` - 1 batches,
+    /// the newest.
+    var roomForAcknowledgement: Int {
+        var keep = 0, batches = 0
+        for entry in acknowledging.reversed() {
+            guard keep < Self.maxOutstandingAcknowledgements - 1, batches + entry.batches < Self.maxOutstandingBatches else { break }
+            keep += 1
+            batches += entry.batches
+        }
+        return keep
+    }
 
     /// Starts a checkpoint write through the last deferred acknowledgement, covering all those not
     /// started yet: when a group has gathered and no write is running, or at once when `now`.
@@ -31,7 +69,7 @@ extension Uploader {
     func startAcknowledgement(now: Bool = false) {
         guard let last = acknowledging.last, last.write == nil else { return }
         if !now {
-            let waiting = acknowledging.count { $0.write == nil }
+            let waiting = acknowledging.reduce(0) { $0 + ($1.write == nil ? $1.batches : 0) }
             let writing = acknowledging.contains { $0.write?.isFinished == false }
             guard waiting >= Self.acknowledgementGroup && !writing else { return }
         }
@@ -93,11 +131,11 @@ extension Uploader {
     /// before this process's predecessor crashed: with the group of deferred acknowledgements.
     func acknowledgeAccepted(_ batch: LogBatch, _ range: InflightFile.Range) async throws {
         do {
-            try await settleAcknowledgement(keeping: Self.maxOutstandingAcknowledgements - 1)
+            try await settleAcknowledgement(keeping: roomForAcknowledgement)
         } catch {
             throw storageFailure(error, doing: "acknowledging delivered events").error
         }
-        acknowledging.append(Acknowledging(end: batch.end, range: range))
+        deferAcknowledgement(end: batch.end, range: range)
         startAcknowledgement()
     }
 }

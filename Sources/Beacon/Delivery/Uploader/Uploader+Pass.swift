@@ -80,8 +80,11 @@ extension Uploader {
         }
     }
 
+    /// A storage error as the pass's failure, with the `BeaconLogError` as its cause; reported
+    /// unless it is the failure reported last.
     func storageFailure(_ error: any Error, doing what: String) -> Failure {
-        let failure = Failure(error: error as? DeliveryError ?? DeliveryError(.storage, "\(what) failed: \(error)"))
+        let failure = Failure(error: error as? DeliveryError ?? DeliveryError(.storage, "\(what) failed: \(error)", cause: error))
+        if counters.lastError != failure.error.message { diagnostics(failure.error.message, failure.error) }
         counters.lastError = failure.error.message
         lastFailure = failure.error
         return failure
@@ -188,8 +191,11 @@ extension Uploader {
         return sendable
     }
 
+    /// Runs blocking work (a read, an acknowledgement): at once on the pass's own thread, else on
+    /// the I/O queue.
     func onIO<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await ioQueue.run(body)
+        if IOThread.isCurrent { return try body() }
+        return try await ioQueue.run(body)
     }
 
     var nowMillis: Int64 { Int64((wallClock().timeIntervalSince1970 * 1000).rounded(.down)) }
@@ -208,14 +214,15 @@ extension Uploader {
             case .commit(let through, let setAside):
                 let last = session.batchIndex(coveringSendable: through)
                 let end = last == session.batch.count - 1 ? session.batch.end : session.batch.end(after: last)
-                let entries = setAside.map { rejectedEntry($0, session) }.filter { !self.setAside.contains($0.seq) }
+                let asides = setAside.filter { !self.setAside.contains(session.batch.seqs[session.sendable[$0.index]]) }
+                let entries = asides.map { rejectedEntry($0, session) }
                 do {
                     let overlap = entries.isEmpty && through == session.sendable.count && canOverlap(after: session)
-                    try await settleAcknowledgement(keeping: overlap ? Self.maxOutstandingAcknowledgements - 1 : 0)
+                    try await settleAcknowledgement(keeping: overlap ? roomForAcknowledgement : 0)
                     if overlap {
                         // The rest of the batch, with more events waiting: made durable while the
                         // next requests go out.
-                        acknowledging.append(Acknowledging(end: end, range: savedInflight))
+                        deferAcknowledgement(end: end, range: savedInflight)
                         session.ackedThrough = last
                         continue
                     }
@@ -225,7 +232,8 @@ extension Uploader {
                         self.setAside.formUnion(entries.map(\.seq))
                         counters.rejectedEvents += UInt64(entries.count)
                         let seqs = entries.map { String($0.seq) }.joined(separator: ", ")
-                        diagnostics("set aside \(entries.count) event\(entries.count == 1 ? "" : "s") (seq \(seqs)) in \(rejectedFile.path): \(entries[0].reason)")
+                        let message = "set aside \(entries.count) event\(entries.count == 1 ? "" : "s") (seq \(seqs)) in \(rejectedFile.path): \(entries[0].reason)"
+                        diagnostics(message, Self.error(.rejected, message, answer: asides[0].answer))
                     }
                     try await onIO { try log.acknowledge(through: end) }
                 } catch {
@@ -245,20 +253,22 @@ extension Uploader {
                 } else {
                     message = "sending \(count) events to \(RedactedURL(configuration.url)) failed: \(answer.detail); they stay stored and are retried"
                 }
-                return (sent, .failed(fail(DeliveryError(.transient, message, status: answer.status), retryAfter: answer.retryAfter)))
+                return (sent, .failed(fail(Self.error(.transient, message, answer: answer), retryAfter: answer.retryAfter)))
 
             case .stop(.pause(let answer)):
                 guard let status = answer.status else {
                     // No answer: TLS refused the collector (the detail names the check and host).
                     let message = "\(answer.detail); delivery is paused with backoff and every event is kept (\(pendingEvents) pending). Fix the TLS configuration (CA, client certificate) or the collector's certificate"
-                    if counters.paused != "TLS" { diagnostics(message) }
+                    let error = Self.error(.configuration, message, answer: answer)
+                    if counters.paused != "TLS" { diagnostics(message, error) }
                     counters.paused = "TLS"
-                    return (sent, .failed(fail(DeliveryError(.configuration, message), retryAfter: nil)))
+                    return (sent, .failed(fail(error, retryAfter: nil)))
                 }
                 let message = "\(RedactedURL(configuration.url)) answered \(status)\(Self.hint(status))\(Self.quote(answer.detail)); delivery is paused with backoff and every event is kept (\(pendingEvents) pending). Fix the collector URL or credentials"
-                if counters.paused == nil || counters.lastStatus != status { diagnostics(message) }
+                let error = Self.error(.configuration, message, answer: answer)
+                if counters.paused == nil || counters.lastStatus != status { diagnostics(message, error) }
                 counters.paused = "HTTP \(status)"
-                return (sent, .failed(fail(DeliveryError(.configuration, message, status: status), retryAfter: answer.retryAfter)))
+                return (sent, .failed(fail(error, retryAfter: answer.retryAfter)))
 
             case .send(let range, let retry):
                 guard let timeout = DeliveryTiming.requestTimeout(now: time.now(), deadline: deadline, requestTimeout: configuration.requestTimeout, lastRequestDuration: lastRequestDuration) else {
@@ -289,12 +299,15 @@ extension Uploader {
                     session.machine.abandon(sent: true)
                     return (sent, .deadline)
                 case .failure(let error):
-                    counted(failure: error.message)
+                    let cause = TransportError(error.kind, credentials.scrub(error.message))
+                    counted(failure: cause.message)
                     // TLS refused (a certificate failed verification...): configuration, like a 401.
-                    session.machine.received(error.kind == .tls ? .pause : .retry, DeliveryStateMachine.Answer(status: nil, detail: error.message))
+                    session.machine.received(error.kind == .tls ? .pause : .retry, DeliveryStateMachine.Answer(status: nil, detail: cause.message, cause: cause))
                 case .success(let response):
                     let verdict = AnswerAction.of(response, classifier: configuration.classifyAnswer)
-                    var answer = DeliveryStateMachine.Answer(status: response.status, detail: AnswerExcerpt.text(response.body, limit: AnswerExcerpt.rejectedLimit))
+                    // The body is read only when the answer may be reported.
+                    let detail = verdict == .acknowledge ? "" : credentials.excerpt(response.body, limit: AnswerExcerpt.rejectedLimit)
+                    var answer = DeliveryStateMachine.Answer(status: response.status, detail: detail)
                     if verdict == .retry || verdict == .pause {
                         answer.retryAfter = response.header("Retry-After").flatMap { HTTPDate.retryAfter($0, nowMillis: nowMillis) }
                     }
@@ -327,9 +340,9 @@ extension Uploader {
         // Ranges an earlier run sent beyond this one stay listed until they are reached: a crash
         // before then must not let the next run cut them differently.
         let end = range.firstSeq + UInt64(range.count)
-        var ranges = acknowledging.compactMap { $0.range.map { InflightFile.Range(firstSeq: $0.firstSeq, count: $0.count, sends: $0.sends, failures: $0.failures, accepted: true) } }
+        var ranges = acknowledging.flatMap(\.ranges)
             + [range] + earlierInflight.filter { $0.firstSeq >= end }
-        ranges.removeLast(max(0, ranges.count - InflightFile.capacity))
+        while InflightFile.lines(ranges).count > InflightFile.capacity { ranges.removeLast() }
         // One pwrite into the page cache, on this actor: a hop to the I/O queue and back would
         // cost more than the write, between an answer and the next request.
         try inflightFile.save(ranges)

@@ -30,9 +30,14 @@ extension Uploader {
         let wanted = configuration.eventsPerRequest(pending: stats.pendingRecords)
         guard canOverlap(after: session, waiting: wanted, stats: stats) else { return }
         let log = self.log, requests = self.requests, bytes = configuration.maxBatchBytes
-        let read = ioQueue.start { () -> Prepared? in
+        let work = { @Sendable () -> Prepared? in
             guard let batch = try? log.read(from: from, maxRecords: wanted, maxBytes: bytes), !batch.isEmpty else { return nil }
             return Prepared(batch: batch, payload: requests.payload(records: batch.records, seqs: batch.seqs, crcs: batch.crcs))
+        }
+        // On the pass's own thread, while the request's answer is awaited; else on the I/O queue.
+        let read = Started<Prepared?>()
+        if !IOThread.deferUntilWaiting({ read.finish(work()) }) {
+            ioQueue.start(work, into: read)
         }
         readAhead = ReadAhead(firstSeq: from.seq, maxRecords: wanted, read: read)
     }
@@ -41,6 +46,7 @@ extension Uploader {
     func takeReadAhead(from seq: UInt64, maxRecords: Int) async -> Prepared? {
         guard let ahead = readAhead else { return nil }
         readAhead = nil
+        IOThread.runDeferred()
         guard let prepared = await ahead.read.value, ahead.firstSeq == seq, ahead.maxRecords == maxRecords else { return nil }
         return prepared
     }
@@ -49,6 +55,7 @@ extension Uploader {
     func dropReadAhead() async {
         guard let ahead = readAhead else { return }
         readAhead = nil
+        IOThread.runDeferred()
         _ = await ahead.read.value
     }
 }

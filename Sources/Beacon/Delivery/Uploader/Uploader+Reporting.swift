@@ -26,9 +26,13 @@ extension Uploader {
 
     /// The collector's explanation, quoted for a one-line message (cut to 512 bytes).
     static func quote(_ detail: String) -> String {
-        guard !detail.isEmpty else { return "" }
-        let limit = AnswerExcerpt.messageLimit
-        return ": \"" + (detail.utf8.count > limit ? AnswerExcerpt.text(Array(detail.utf8), limit: limit) : detail) + "\""
+        detail.isEmpty ? "" : ": \"" + AnswerExcerpt.forMessage(detail) + "\""
+    }
+
+    /// The error for a stop the state machine decided on `answer`: its status, the start of its
+    /// body (``DeliveryError/answer``) or the transport's error (``DeliveryError/cause``).
+    static func error(_ code: DeliveryError.Code, _ message: String, answer: DeliveryStateMachine.Answer) -> DeliveryError {
+        DeliveryError(code, message, status: answer.status, answer: answer.status.map { _ in AnswerExcerpt.forMessage(answer.detail) }, cause: answer.cause)
     }
 
     func counted(failure message: String) {
@@ -39,7 +43,7 @@ extension Uploader {
 
     func counted(delivered events: Int) {
         counters.sentEvents += UInt64(events)
-        if counters.paused != nil { diagnostics("delivery to \(RedactedURL(configuration.url)) resumed") }
+        if counters.paused != nil { diagnostics("delivery to \(RedactedURL(configuration.url)) resumed", nil) }
         counters.consecutiveFailures = 0
         counters.paused = nil
         counters.lastError = nil

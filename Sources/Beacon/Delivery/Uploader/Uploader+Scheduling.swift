@@ -116,7 +116,8 @@ extension Uploader {
     /// shutdown would send it again); the shutdown that follows waits for the pass, and cancels
     /// it at its deadline.
     func cancellable<T: Sendable>(shielded: Bool = false, _ body: @escaping @Sendable () async -> T) async -> T {
-        let task = Task { await body() }
+        // On the uploader's own thread: one hand-off to it per pass, none per request.
+        let task = Task(executorPreference: passThread) { await body() }
         let (id, stopped) = scheduling.withLock { s -> (UInt64, Bool) in
             s.lastCancelId += 1
             s.cancel = Cancel(id: s.lastCancelId) { task.cancel() }

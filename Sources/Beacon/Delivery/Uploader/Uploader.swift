@@ -47,7 +47,10 @@ public actor Uploader {
     let transport: any Transport
     let time: MonotonicTime
     let wallClock: @Sendable () -> Date
-    let diagnostics: @Sendable (String) -> Void
+    /// Reports a sentence, with the failure behind it (nil when delivery resumed).
+    let diagnostics: @Sendable (String, DeliveryError?) -> Void
+    /// Masks the configured credentials out of answers and transport messages.
+    let credentials: CredentialScrubber
     let rejectedFile: RejectedFile
     let inflightFile: InflightFile
     let requests: RequestBuilder
@@ -56,6 +59,9 @@ public actor Uploader {
     /// The log's reads, the batch read ahead and the acknowledgements (checkpoint writes, fsync)
     /// run here, one at a time, in the order they were started.
     let ioQueue = BlockingQueue(label: "beacon.uploader.io")
+    /// The thread passes, flushes and drains run on (their task's executor): the send loop, the
+    /// log's reads and the default transport's socket calls, without a thread hand-off per request.
+    nonisolated let passThread = IOThread(name: "beacon.uploader.pass")
     /// The scheduling (``UploaderScheduler``) and what carries it out, shared with the append
     /// hook's thread and with `stop()`.
     nonisolated let scheduling: Mutex<Scheduling>
@@ -127,7 +133,8 @@ public actor Uploader {
     ///     pass an in-memory one.
     ///   - clock: the monotonic clock for backoff, intervals and deadlines.
     ///   - now: the wall clock, for `X-Beacon-Sent-At`, clock skew and event expiry.
-    ///   - diagnostics: where loud reports go (paused delivery); standard error by default.
+    ///   - diagnostics: where loud reports go (paused delivery, events set aside, storage
+    ///     failures), each with its ``BeaconDiagnostic/deliveryError``; silent by default.
     public init(
         log: BeaconLog,
         configuration: DeliveryConfiguration,
@@ -142,7 +149,8 @@ public actor Uploader {
         self.transport = transport ?? Self.defaultTransport(for: configuration.url)
         self.time = MonotonicTime(clock)
         self.wallClock = now
-        self.diagnostics = { diagnostics(BeaconDiagnostic(kind: .delivery, message: $0)) }
+        self.diagnostics = { diagnostics(BeaconDiagnostic(kind: .delivery, deliveryError: $1, message: $0)) }
+        self.credentials = CredentialScrubber(configuration: configuration)
         self.rejectedFile = RejectedFile(directory: log.configuration.directory, fileSystem: log.configuration.fileSystem)
         self.inflightFile = InflightFile(directory: log.configuration.directory, fileSystem: log.configuration.fileSystem)
         self.requests = RequestBuilder(configuration: configuration)
