@@ -5,13 +5,14 @@ import BeaconLog
 /// (`rss_mib`, first round) and how much it grew while appending (`rss_growth_mib`).
 enum AppendPhase: BenchPhase {
     static let name = "A"
+    static let usesPayloads = true
     static let summary = "append: modes none (N=200k), group100 (200k), each (5k), beacon and raw"
 
     static func runRound(_ context: BenchContext) throws -> [Figure] {
         var figures: [Figure] = []
         var peak = 0.0
         var growth = 0.0
-        for mode in ["none", "group100", "each"] {
+        for mode in ["none", "group100", "each"] where context.appendModes.isEmpty || context.appendModes.contains(mode) {
             let payloads = context.payloads(context.n(mode))
             // Alternate which runs first, so that the disk's state after the other one (writeback,
             // journal) does not always favour the same side of the ratio.

@@ -10,6 +10,13 @@ protocol BenchPhase {
     static var summary: String { get }
     /// Runs one round and returns its figures. Use `context.scratch(...)` for directories.
     static func runRound(_ context: BenchContext) throws -> [Figure]
+    /// Whether the phase uses the workload's payloads (``BenchContext/payloads(_:)``); before a
+    /// phase that does not, they are freed, so they do not count in its memory (default false).
+    static var usesPayloads: Bool { get }
+}
+
+extension BenchPhase {
+    static var usesPayloads: Bool { false }
 }
 
 /// What a phase needs: sizes, the data directory, the pre-generated payloads.
@@ -24,6 +31,8 @@ final class BenchContext {
     var prepared: [String: String] = [:]
     /// `--soak-seconds`, `--soak-rate`, `--soak-backlog`.
     var soak = SoakOptions()
+    /// `--append-mode`: the modes of phase A to run (empty: all).
+    var appendModes: Set<String> = []
     /// `--upload-mode`: the upload modes to run (empty: all).
     var uploadModes: Set<String> = []
     private var payloadCache: [Int: Payloads] = [:]
@@ -51,6 +60,14 @@ final class BenchContext {
         let generated = Payloads(count: n)
         payloadCache[n] = generated
         return generated
+    }
+
+    /// Frees the payloads (about 50 MiB for N = 200k) and gives the memory back to the system; the
+    /// next ``payloads(_:)`` generates them again (untimed).
+    func releasePayloads() {
+        guard !payloadCache.isEmpty else { return }
+        payloadCache = [:]
+        Allocator.trim()
     }
 
     /// A fresh, empty directory `name` under ``directory`` (removed first if it exists).

@@ -5,6 +5,7 @@ import Glibc
 /// payloads and acknowledging it durably, against the raw in-place-checkpoint drain.
 enum DrainPhase: BenchPhase {
     static let name = "B"
+    static let usesPayloads = true
     static let summary = "drain: batches of 50 + durable acknowledgement (batch50), beacon and raw"
 
     static func runRound(_ context: BenchContext) throws -> [Figure] {

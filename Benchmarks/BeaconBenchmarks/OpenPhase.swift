@@ -4,6 +4,7 @@ import BeaconLog
 /// cost O(newest segment), not O(backlog): a large backlog must not slow a restart.
 enum OpenPhase: BenchPhase {
     static let name = "open"
+    static let usesPayloads = true
     static let summary = "time to open a log holding >= 1 GiB pending (open_ms)"
 
     static func runRound(_ context: BenchContext) throws -> [Figure] {

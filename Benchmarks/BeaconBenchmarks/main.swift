@@ -21,12 +21,13 @@ var benchPhases: [any BenchPhase.Type] {
 var namedOnlyPhases: [any BenchPhase.Type] { [SoakPhase.self] }
 
 let usage = """
-    usage: beacon-bench [--quick] [--phase NAME]... [--rounds N] [--dir PATH]
+    usage: beacon-bench [--quick] [--phase NAME]... [--append-mode MODE]... [--rounds N] [--dir PATH]
                         [--soak-seconds S] [--soak-rate N] [--soak-backlog N] [--soak-transport T]
                         [--upload-mode MODE]...
       --quick       small N for a smoke run (seconds; CI runs it)
       --phase NAME  run only this phase (repeatable); phases:
     \((benchPhases + namedOnlyPhases).map { "                  \($0.name): \($0.summary)" }.joined(separator: "\n"))
+      --append-mode MODE  phase A: run only this mode (none, group100, each; repeatable)
       --rounds N    rounds; each figure is the median (default 3, 1 with --quick or when only
                     named-only phases run)
       --soak-seconds S  soak: how long the tracker tracks at the steady rate (default 180; 8 with --quick)
@@ -53,6 +54,7 @@ if CommandLine.arguments.dropFirst().first == "--serve-collector" {
 
 var quick = false
 var phaseNames: [String] = []
+var appendModes: Set<String> = []
 var rounds: Int?
 var dirArgument: String?
 var soakOptions = SoakOptions()
@@ -73,6 +75,10 @@ while let argument = arguments.popFirst() {
     switch name {
     case "--quick": quick = true
     case "--phase": phaseNames.append(value())
+    case "--append-mode":
+        let text = value()
+        guard ["none", "group100", "each"].contains(text) else { fail("--append-mode must be none, group100 or each, not '\(text)'") }
+        appendModes.insert(text)
     case "--rounds":
         let text = value()
         guard let n = Int(text), n >= 1, n <= 100 else { fail("--rounds must be 1...100, not '\(text)'") }
@@ -129,6 +135,7 @@ func loadAverage() -> String {
 let loadAtStart = loadAverage()
 let context = BenchContext(quick: quick, directory: directory)
 context.soak = soakOptions
+context.appendModes = appendModes
 context.uploadModes = uploadModes
 var report = Report()
 var ok = true
@@ -136,6 +143,7 @@ do {
     for round in 1...roundCount {
         context.round = round
         for phase in selected {
+            if !phase.usesPayloads { context.releasePayloads() }
             let start = now()
             let figures = try phase.runRound(context)
             report.figures += figures
@@ -163,8 +171,8 @@ let header = """
     beacon-bench: the workload\(quick ? " (--quick: small N, a smoke run)" : ""), \(roundCount) round\(roundCount == 1 ? "" : "s"), median by events/s; \(build)
     data: \(directory) (removed afterwards: \(removeAfterwards ? "yes" : "no, only its contents"))
     machine: \(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(loadAtStart) at the start, \(loadAverage()) at the end
-    beacon: BeaconLog public API, one append call per event, segments 8 MiB, fsync(2) per commit (FileHandle.synchronize),
-            checkpoint in place (pwrite + fdatasync, two slots); raw: 64 KiB buffer + write(2) + fdatasync(2), B: in-place pwrite + fdatasync
+    beacon: BeaconLog public API, one append call per event, segments 8 MiB (preallocated with fallocate under group100 and
+            each; under none the writeback of each MiB started with sync_file_range), fsync(2) per commit, checkpoint in place (pwrite + fdatasync, two slots); raw: 64 KiB buffer + write(2) + fdatasync(2), B: in-place pwrite + fdatasync
     upload, endtoend: the collector is a child process (loopback, and nginx when installed: modes nginx_*); raw: a raw keep-alive
             loop (one connection, one request in flight, the same prebuilt bodies, minimal headers; the limit of the shape);
             ref_urlsession_loop_*: a plain URLSession loop (not Beacon); peak RSS is this process's (payloads included)

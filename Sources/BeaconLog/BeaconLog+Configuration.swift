@@ -44,8 +44,13 @@ extension BeaconLog {
         /// When appended records become durable. Default: 100 records or 10 ms.
         public var durability: Durability = .default
         /// A segment is sealed and a new one started once it would grow past this size. Default 8 MiB.
+        ///
+        /// Under `.everyRecord` and `.batched` durability a segment of 64 KiB or more is preallocated to this size
+        /// (`fallocate`: zeros after the last record, so an fsync need not record a new size); the
+        /// zeros are cut when the segment is sealed or the log closed, and by the next open after a crash.
         public var segmentBytes: Int = 8 << 20
-        /// The most disk space the segments may use. Default 256 MiB.
+        /// The most disk space the segments' records may use. Default 256 MiB. The open segment's
+        /// preallocated space is not counted: the files may take up to `segmentBytes` more.
         public var maxBytes: Int64 = 256 << 20
         /// What to do when `maxBytes` is reached. Default `.dropOldest`.
         public var quotaPolicy: QuotaPolicy = .dropOldest

@@ -182,6 +182,8 @@ public final class BeaconLog: Sendable {
         state.withLock { $0.closed = true }
         saveCounters()
         writerIO.withLock { io in
+            // A failed log touches its files no more (the next open repairs the tail).
+            if state.withLock({ $0.failure == nil }) { cutPreallocation(io: &io) }
             if let file = io.file { fs.close(file) }
             io.file = nil
         }
@@ -208,7 +210,7 @@ public final class BeaconLog: Sendable {
             guard wasOpen else { return false }
             if let file = io.file {
                 let unsynced = UInt64(io.unsynced.reduce(0) { $0 + $1.bytes.count })
-                if unsynced > 0 {
+                if unsynced > 0 || io.preallocated {
                     do { try fs.truncate(file, to: io.fileSize - unsynced) } catch { exact = false }
                 }
                 fs.close(file)

@@ -68,6 +68,15 @@ struct WriterIO: Sendable {
     var fileSize: UInt64 = 0
     /// Chunks written to `file` since its last successful fsync: rewritten elsewhere if that fsync fails.
     var unsynced: [Chunk] = []
+    /// `file` was preallocated: its size on disk runs past `fileSize` with zeros (cut when sealed).
+    var preallocated = false
+    /// The preallocated tail was cut and that size is not durable yet: the seal fsyncs it even with
+    /// nothing unsynced, so a sealed segment never ends in zeros after a power loss.
+    var cutUnsynced = false
+    /// Where the writeback started under `.none` has reached in `file` (see `startWriteback`).
+    var writebackStarted: UInt64 = 0
+    /// The file system refused `fallocate` (`EOPNOTSUPP`): segments are written without it.
+    var preallocationUnsupported = false
 }
 
 /// The checkpoint's writer: the file and its last generation. Behind `BeaconLog.checkpointIO`, so

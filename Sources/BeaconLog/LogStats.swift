@@ -18,7 +18,11 @@ public struct LogStats: Sendable, Equatable {
     public var pendingBytes: UInt64 = 0
     /// Number of segment files.
     public var segments: Int = 0
-    /// Bytes used by segment files.
+    /// Bytes of the records in segment files, framing included: what the quota
+    /// (``BeaconLog/Configuration/maxBytes``) counts. The open segment's preallocated space is not
+    /// counted (see ``BeaconLog/Configuration/segmentBytes``): the files may take up to one
+    /// `segmentBytes` more. Seen from another process than the writer, the open segment counts
+    /// with its preallocated size until it is sealed.
     public var diskBytes: UInt64 = 0
     /// Records removed without delivery, by reason (``DropReason/quotaDeleted``), since the
     /// directory was created: kept in `writer.counters` (saved within a second of a change and on
@@ -34,7 +38,10 @@ public struct LogStats: Sendable, Equatable {
     /// `skippedCorrupt` by reason (``CorruptionReason``: `.checksum`, `.malformed`, `.zeros`,
     /// `.tornTail`, `.seqDigits`). Kept with `skippedCorrupt` in `reader.counters`.
     public var skippedCorruptByReason: [CorruptionReason: UInt64] = [:]
-    /// Invalid bytes removed from the tail of the newest segment when the log was opened.
+    /// Bytes removed from the tail of the newest segment when the log was opened: a torn record,
+    /// garbage, and zeros, including the unfilled preallocated space a writer that did not close
+    /// leaves (up to ``BeaconLog/Configuration/segmentBytes`` of zeros; not records, not counted
+    /// as corrupt).
     public var truncatedBytes: UInt64 = 0
     /// What the checkpoint recovery did when the log was opened, if it was not clean (else nil).
     public var checkpointRecovery: String?

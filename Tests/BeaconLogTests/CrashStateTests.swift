@@ -25,6 +25,8 @@ struct CrashStateTests {
         var name: String
         var durability: BeaconLog.Durability = .everyRecord
         var maxBytes: Int64 = 1 << 20
+        /// Segments of 64 KiB or more are preallocated under `.everyRecord` and `.batched`.
+        var segmentBytes = 4096
         /// The quota may delete the oldest records (counted as dropped): reading may start after the checkpoint.
         var dropsOldest = false
         /// The log directory exists (empty log, durable) before recording; false: the workload creates it.
@@ -80,7 +82,7 @@ struct CrashStateTests {
     static func config(_ directory: String, _ workload: Workload, fs: any FileSystem) -> BeaconLog.Configuration {
         var config = BeaconLog.Configuration(directory: directory)
         config.durability = workload.durability
-        config.segmentBytes = 4096
+        config.segmentBytes = workload.segmentBytes
         config.maxBytes = workload.maxBytes
         config.fileSystem = fs
         return config

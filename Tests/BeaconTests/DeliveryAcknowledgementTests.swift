@@ -182,6 +182,32 @@ struct DeliveryAcknowledgementTests {
         #expect(syncs.count <= 32 / Uploader.acknowledgementGroup + 2, "\(syncs.count) checkpoint fsyncs")
     }
 
+    @Test("a checkpoint fdatasync that takes long holds back neither reads nor requests: the batches delivered meanwhile (up to 64) are made durable together by the next write")
+    func slowCheckpointWriteDoesNotStallDelivery() async throws {
+        let dir = DeliveryTempDir()
+        defer { dir.remove() }
+        let fs = FaultyFileSystem()
+        let log = try faultyLog(dir, fs, events: 0..<400)
+        fs.resetJournal()
+        let transport = InMemoryTransport()
+        // The first checkpoint fsync waits (at most 10 s) until 30 more requests went out.
+        let blocked = Mutex(false), sentMeanwhile = Mutex(false)
+        fs.beforeCall = { operation, path in
+            guard operation == .syncData || operation == .sync, path.contains("/checkpoint"), !blocked.withLock({ let was = $0; $0 = true; return was }) else { return }
+            let before = transport.requests.count
+            let until = ContinuousClock.now + .seconds(10)
+            while transport.requests.count < before + 30 && ContinuousClock.now < until { usleep(1000) }
+            sentMeanwhile.withLock { $0 = transport.requests.count >= before + 30 }
+        }
+        let uploader = try Uploader(log: log, configuration: testDelivery(batch: 2), transport: transport, clock: ManualClock(), diagnostics: { _ in })
+        let result = await uploader.flush()
+        fs.beforeCall = nil
+        #expect(result.outcome.isComplete && result.sent == 400 && transport.requests.count == 200)
+        #expect(log.checkpoint.seq == 400)
+        #expect(sentMeanwhile.withLock { $0 }, "30 requests went out while a checkpoint fsync ran")
+        #expect(transport.requests.flatMap { trackIDs(in: $0) } == Array(0..<400))
+    }
+
     @Test("a sidecar (another process writes) groups its acknowledgements too, for events appended after it opened the log")
     func sidecarGroupsAcknowledgements() async throws {
         let dir = DeliveryTempDir()
@@ -229,6 +255,17 @@ struct DeliveryAcknowledgementTests {
         let full = (0..<InflightFile.capacity).map { InflightFile.Range(firstSeq: .max - UInt64($0), count: InflightFile.maxCount, sends: InflightFile.maxCount, failures: InflightFile.maxCount, accepted: true) }
         try file.save(full)
         #expect(file.load() == full, "the most ranges, every field at its widest that loads, fit the record")
+        // Ranges that follow each other with the same counts share a line, and load back apart;
+        // the most batches outstanding fit beside the other lines at their widest.
+        let joined = [InflightFile.Range(firstSeq: 0, count: 10, accepted: true), .init(firstSeq: 10, count: 10, accepted: true), .init(firstSeq: 20, count: 5, accepted: true), .init(firstSeq: 25, count: 10, sends: 2), .init(firstSeq: 35, count: 10, sends: 2)]
+        try file.save(joined)
+        #expect(file.load() == joined)
+        let text = try String(contentsOfFile: file.path, encoding: .utf8)
+        #expect(text.hasPrefix("0 10,10,5 1 0 \(InflightFile.currentBootID)\n25 10,10 2 0\n"), "\(text.prefix(100))")
+        let outstanding = (0..<Uploader.maxOutstandingBatches).map { InflightFile.Range(firstSeq: UInt64($0) * UInt64(InflightFile.maxCount), count: InflightFile.maxCount, sends: InflightFile.maxCount, failures: InflightFile.maxCount, accepted: true) }
+        let most = outstanding + full.prefix(InflightFile.capacity - 1)
+        try file.save(most)
+        #expect(file.load() == most, "\(Uploader.maxOutstandingBatches) joined ranges and \(InflightFile.capacity - 1) lines fit the record")
         // Wider counts still fit the record, and load as a damaged file (no ranges).
         try file.save(full.map { InflightFile.Range(firstSeq: $0.firstSeq, count: .max, sends: .max, failures: .max, accepted: true) })
         #expect(file.load().isEmpty)

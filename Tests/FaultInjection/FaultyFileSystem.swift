@@ -12,7 +12,7 @@ import BeaconLog
 /// what a short `write(2)` followed by a failing one looks like to the caller.
 package final class FaultyFileSystem: FileSystem, Sendable {
     package enum Operation: String, Sendable, CaseIterable {
-        case open, write, pwrite, read, sync, syncData, truncate, size, close, lock, rename, remove, syncDirectory, list, fileSize, makeDirectory
+        case open, write, pwrite, read, sync, syncData, truncate, preallocate, writeback, size, close, lock, rename, remove, syncDirectory, list, fileSize, makeDirectory
     }
 
     package struct Fault: Sendable {
@@ -231,6 +231,21 @@ package final class FaultyFileSystem: FileSystem, Sendable {
         if let f = check(.truncate, file.path, bytes: Int(size)) { throw fail(f.errno, file.path, "ftruncate") }
         try base.truncate(file, to: size)
         record(.truncate(file.path, size: size))
+    }
+
+    /// Fails like `fallocate(2)` when a fault says so (`EOPNOTSUPP`, `ENOSPC`...); recorded as the
+    /// file growing to `size` with zeros, which is what a crash state sees of it.
+    package func preallocate(_ file: LogFile, size: UInt64) throws {
+        if let f = check(.preallocate, file.path, bytes: Int(size)) { throw fail(f.errno, file.path, "fallocate") }
+        let before = isRecording ? try base.size(file) : 0
+        try base.preallocate(file, size: size)
+        if isRecording && size > before { record(.truncate(file.path, size: size)) }
+    }
+
+    /// Advisory, so a fault makes it do nothing; changes nothing a crash state sees.
+    package func startWriteback(_ file: LogFile, offset: UInt64, length: UInt64) {
+        if check(.writeback, file.path, bytes: Int(length)) != nil { return }
+        base.startWriteback(file, offset: offset, length: length)
     }
 
     package func size(_ file: LogFile) throws -> UInt64 {

@@ -3,6 +3,11 @@ extension BeaconLog {
         let failedPath = io.file?.path ?? directory
         let failedSegment = io.fileSegment
         let failedSize = io.fileSize
+        if io.preallocated, let file = io.file {
+            // Never fsynced again; if the cut is lost too, readers take its zeros for the end.
+            try? fs.truncate(file, to: failedSize)
+            forgetPreallocation(&io)
+        }
         if let file = io.file { fs.close(file) }
         io.file = nil
         let pending = io.unsynced

@@ -29,7 +29,8 @@ extension BeaconLog {
     /// Checks each record's framing and CRC-32C, that sequence numbers increase by one, and that
     /// the checkpoint has a valid slot naming an existing segment and a record boundary. An
     /// incomplete last line of the newest segment is reported too (a torn write, or a write in
-    /// progress by a live writer).
+    /// progress by a live writer). Zeros after a segment's last line are not: they are space a
+    /// writer preallocated (see ``Configuration/segmentBytes``), the end of the segment's records.
     public static func verify(directory: String) throws -> VerifyReport {
         let fs = SystemFileSystem()
         guard try fs.fileSize(directory) != nil else {
@@ -45,7 +46,7 @@ extension BeaconLog {
             let name = SegmentName.fileName(number)
             guard let file = try? fs.open(directory + "/" + name, .read) else { continue }
             defer { fs.close(file) }
-            let bytes = try fs.readAll(file)
+            var bytes = try fs.readAll(file)
             segments.append(SegmentInfo(number: number, size: UInt64(bytes.count)))
             var end = 0
             // A segment may start with copies of the previous one's last records: a rewrite after a
@@ -75,10 +76,13 @@ extension BeaconLog {
                     }
                 }
             }
+            let newest = index == numbers.count - 1
+            // Zeros after the last line are a writer's preallocated space, where the next records
+            // go (in a sealed segment: a cut the writer could not make durable), not a problem.
+            bytes.removeSubrange(max(end, (bytes.lastIndex { $0 != 0 } ?? -1) + 1)...)
             if end < bytes.count {
                 let tail = bytes[end...]
-                let what = tail.allSatisfy { $0 == 0 } ? "\(tail.count) zero bytes" : "an incomplete record of \(tail.count) bytes"
-                let newest = index == numbers.count - 1
+                let what = "an incomplete record of \(tail.count) bytes"
                 badSincePrevious += 1
                 problems.append(.init(file: name, offset: UInt64(end), reason: "\(what) at the end (\(newest ? "a torn write, or a write in progress; the next writer cuts it off" : "a torn write in a sealed segment"))"))
             }

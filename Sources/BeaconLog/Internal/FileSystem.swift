@@ -1,3 +1,4 @@
+import CBeaconCRC
 import Foundation
 import Glibc
 
@@ -45,6 +46,15 @@ package protocol FileSystem: Sendable {
     func syncData(_ file: LogFile) throws
     /// Cuts the file to `size` bytes and moves the file offset there (`ftruncate(2)` + `lseek(2)`).
     func truncate(_ file: LogFile, to size: UInt64) throws
+    /// Allocates the file's blocks up to `size` bytes and makes that its size, the new bytes reading
+    /// as zeros (`fallocate(2)` mode 0), without moving the file offset: an fsync of a later write
+    /// inside that space need not record a new size. Throws with `errno` `EOPNOTSUPP` where the
+    /// file system cannot (the caller then writes without it).
+    func preallocate(_ file: LogFile, size: UInt64) throws
+    /// Starts writing `length` bytes at `offset` to the disk without waiting for them
+    /// (`sync_file_range(2)` with `SYNC_FILE_RANGE_WRITE`): no durability promise, only less for
+    /// the next fsync to wait for. Advisory: failures are ignored.
+    func startWriteback(_ file: LogFile, offset: UInt64, length: UInt64)
     /// The file's size (`fstat(2)`).
     func size(_ file: LogFile) throws -> UInt64
     /// Closes the file.
@@ -129,6 +139,18 @@ package struct SystemFileSystem: FileSystem {
     package func truncate(_ file: LogFile, to size: UInt64) throws {
         _ = try retryingEINTR(path: file.path, "ftruncate") { ftruncate(file.descriptor, off_t(size)) }
         _ = lseek(file.descriptor, off_t(size), SEEK_SET)
+    }
+
+    package func preallocate(_ file: LogFile, size: UInt64) throws {
+        while true {
+            let e = beacon_fallocate(file.descriptor, Int64(size))
+            if e == 0 { return }
+            if e != EINTR { throw BeaconLogError.system(e, path: file.path, operation: "fallocate") }
+        }
+    }
+
+    package func startWriteback(_ file: LogFile, offset: UInt64, length: UInt64) {
+        _ = beacon_start_writeback(file.descriptor, Int64(offset), Int64(length))
     }
 
     package func size(_ file: LogFile) throws -> UInt64 {

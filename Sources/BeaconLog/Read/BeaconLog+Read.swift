@@ -63,7 +63,13 @@ extension BeaconLog {
                     if let grown = try readableLimit(ofSegment: pos.segment, beyond: limit, io: &io), grown > limit { continue }
                     guard let next = try segment(after: pos.segment, io: &io) else { break }
                     if let again = try readableLimit(ofSegment: pos.segment, beyond: limit, io: &io), again > limit { continue }
-                    skipped += countCorrupt(at: pos, reason: .tornTail)
+                    // A writer cuts a segment's preallocated zeros before it creates the next one:
+                    // read on to the segment's new end; zeros alone, or nothing left, are the end
+                    // of its records, not a torn one.
+                    if let size = try currentSize(ofSegment: pos.segment, io: &io), size < limit, size > pos.offset { continue }
+                    if try !onlyZeros(inSegment: pos.segment, from: pos.offset, io: &io) {
+                        skipped += countCorrupt(at: pos, reason: .tornTail)
+                    }
                     moveOn(to: next)
                     continue
                 }
@@ -154,6 +160,31 @@ extension BeaconLog {
         state.withLock { s in
             if let i = s.segments.firstIndex(where: { $0.number == number }), s.segments[i].size < size { s.segments[i].size = size }
         }
+        return size
+    }
+
+    /// Whether segment `number` holds nothing but zero bytes (or nothing) from `offset` to its end
+    /// as it is now: the space a writer preallocated and did not fill (see `preallocate`).
+    func onlyZeros(inSegment number: UInt64, from offset: UInt64, io: inout ReaderIO) throws -> Bool {
+        guard let file = try readingFile(number, io: &io), let size = try currentSize(ofSegment: number, io: &io) else { return true }
+        var at = offset
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while at < size {
+            let n = try chunk.withUnsafeMutableBytes { try fs.read(file, into: $0, at: at) }
+            if n == 0 { break }
+            if chunk[0..<n].contains(where: { $0 != 0 }) { return false }
+            at += UInt64(n)
+        }
+        return true
+    }
+
+    /// Segment `number`'s size now (`fstat`), which becomes its readable limit, and the read-ahead
+    /// cache is dropped: for when the size may have shrunk (a preallocated tail cut). Nil if it is gone.
+    func currentSize(ofSegment number: UInt64, io: inout ReaderIO) throws -> UInt64? {
+        guard let file = try readingFile(number, io: &io) else { return nil }
+        let size = try fs.size(file)
+        io.readFile?.size = size
+        io.cache = nil
         return size
     }
 

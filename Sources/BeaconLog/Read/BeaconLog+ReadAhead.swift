@@ -19,7 +19,9 @@ extension BeaconLog {
             let from = Int(position.offset - cache.start)
             let upTo = Int(min(UInt64(cache.bytes.count), limit - cache.start))
             if let newline = Self.newline(in: cache.bytes, from: from, upTo: upTo) { return from..<newline }
-            if cache.start + UInt64(cache.bytes.count) >= limit { return nil }
+            // Cached zeros of another process's preallocated segment may have been written over
+            // since: read them again.
+            if cache.start + UInt64(cache.bytes.count) >= limit && (canWrite || cache.bytes.last != 0) { return nil }
         }
         // Refill from `position`, growing until a whole line fits or the readable data ends.
         var want = Self.readAhead
@@ -47,6 +49,11 @@ extension BeaconLog {
             io.cache = ReadCache(segment: position.segment, start: position.offset, bytes: bytes)
             if let newline = Self.newline(in: bytes, from: 0, upTo: bytes.count) { return 0..<newline }
             if bytes.count < count || position.offset + UInt64(count) >= limit { return nil }
+            // Zeros at the end of what another process's writer has in its newest segment: the
+            // space it preallocated, where no line ends yet. Reading on would read all of it on
+            // every look (a damaged block of zeros in the middle is read past once the segment is
+            // no longer the newest).
+            if !canWrite, bytes.last == 0, state.withLock({ $0.segments.last?.number == position.segment }) { return nil }
             want *= 4
         }
     }

@@ -238,7 +238,7 @@ struct HTTPResponseParser {
     }
 
     private mutating func endOfHead() throws(Malformed) {
-        let connection = field("connection")?.lowercased() ?? ""
+        let connection = field("connection") ?? ""
         let closes = Self.hasToken(connection, "close")
         if (100..<200).contains(status) {
             guard status != 101 else { throw Malformed(description: "the server switched protocols (101), which an upload cannot use") }
@@ -261,6 +261,10 @@ struct HTTPResponseParser {
             }
             headBytes = 0
             phase = .chunkSize
+        } else if let length = field("content-length"), length.utf8.count <= 18, let n = Int(ascii: length.utf8) {
+            // The usual case: one length, digits only.
+            body.reserveCapacity(min(n, maxBodyBytes))
+            phase = n == 0 ? .complete : .body(remaining: n)
         } else if let length = field("content-length") {
             // Repeated identical lengths were folded as "n, n".
             let values = Set(length.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingSpaces })
@@ -311,8 +315,10 @@ struct HTTPResponseParser {
 
     // MARK: - Text
 
+    /// Whether the comma-separated `list` holds `token`, compared without regard to ASCII case.
     private static func hasToken(_ list: String, _ token: String) -> Bool {
-        list.split(separator: ",").contains { $0.trimmingSpaces == token }
+        if !list.utf8.contains(UInt8(ascii: ",")) { return HTTPFieldName.equal(String(Substring(list).trimmingSpaces), token) }
+        return list.split(separator: ",").contains { HTTPFieldName.equal(String($0.trimmingSpaces), token) }
     }
 
     private static func trimmed<C: Collection<UInt8>>(_ bytes: C) -> String {

@@ -233,12 +233,22 @@ final class SocketConnection: @unchecked Sendable {
     /// and `Content-Length`; a request's own `Content-Length`, `Transfer-Encoding` and `Connection`
     /// are left out.
     static func head(_ request: TransportRequest, _ endpoint: SocketEndpoint) throws(Failure) -> [UInt8] {
-        var text = "\(request.method) \(endpoint.target) HTTP/1.1\r\n"
-        if request.header("Host") == nil { text += "Host: \(endpoint.hostField)\r\n" }
-        if let authorization = endpoint.authorization, request.header("Authorization") == nil {
-            text += "Authorization: \(authorization)\r\n"
+        // Built once per request: bytes appended in place, no string interpolation.
+        var out: [UInt8] = []
+        out.reserveCapacity(128 + endpoint.target.utf8.count + request.headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 })
+        func line(_ name: String, _ value: String) {
+            out.append(contentsOf: name.utf8)
+            out.append(contentsOf: ": ".utf8)
+            out.append(contentsOf: value.utf8)
+            out.append(contentsOf: "\r\n".utf8)
         }
-        if let authorization = endpoint.proxyAuthorization { text += "Proxy-Authorization: \(authorization)\r\n" }
+        out.append(contentsOf: request.method.utf8)
+        out.append(UInt8(ascii: " "))
+        out.append(contentsOf: endpoint.target.utf8)
+        out.append(contentsOf: " HTTP/1.1\r\n".utf8)
+        if request.header("Host") == nil { line("Host", endpoint.hostField) }
+        if let authorization = endpoint.authorization, request.header("Authorization") == nil { line("Authorization", authorization) }
+        if let authorization = endpoint.proxyAuthorization { line("Proxy-Authorization", authorization) }
         for (name, value) in request.headers {
             guard HTTPToken.isToken(name.utf8) else {
                 throw .malformed("header name '\(name)' is not an HTTP token (empty, or holding a space, separator or control character)")
@@ -246,13 +256,12 @@ final class SocketConnection: @unchecked Sendable {
             guard !value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) else {
                 throw .malformed("the value of header '\(name)' holds a line break")
             }
-            switch name.lowercased() {
-            case "content-length", "transfer-encoding", "connection": continue
-            default: text += "\(name): \(value)\r\n"
-            }
+            if HTTPFieldName.equal(name, "Content-Length") || HTTPFieldName.equal(name, "Transfer-Encoding") || HTTPFieldName.equal(name, "Connection") { continue }
+            line(name, value)
         }
-        text += "Content-Length: \(request.body.count)\r\n\r\n"
-        return Array(text.utf8)
+        line("Content-Length", String(request.body.count))
+        out.append(contentsOf: "\r\n".utf8)
+        return out
     }
 
     // MARK: - Connecting

@@ -29,7 +29,8 @@ import Synchronization
 /// `https://` proxies are not spoken: requests then fail with a message saying so.
 ///
 /// The blocking socket calls run on a dispatch queue of the transport's own, never on Swift's
-/// concurrency pool.
+/// concurrency pool; called from the uploader's own thread (a pass), they run right there, in turn
+/// with other requests, with no hand-off per request.
 ///
 /// ```swift
 /// var configuration = Beacon.Configuration(directory: dir, serverURL: url)

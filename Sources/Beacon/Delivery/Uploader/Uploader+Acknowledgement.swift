@@ -4,9 +4,9 @@ import BeaconLog
 /// the next requests, and settled before a pass ends.
 extension Uploader {
     /// The acknowledgement of a whole batch delivered while more events wait, made durable with
-    /// the next ones while the next requests go out. A checkpoint write (an fdatasync) costs
-    /// about as much CPU and time as a request on loopback; one write for a group of
-    /// ``acknowledgementGroup`` batches makes that a fraction. Until they are settled the next
+    /// the next ones while the next requests go out. A checkpoint write (an fdatasync) takes
+    /// as long as dozens of requests on loopback; one write for a group of at least
+    /// ``acknowledgementGroup`` batches makes its cost a fraction. Until they are settled the next
     /// batch is read from the last one's `end`, and `delivery.inflight` keeps their `range`s,
     /// marked accepted, beside the next request's: a process crash in between (the page cache
     /// survives) re-sends none of them, a power loss re-sends them as they were sent (same events,
