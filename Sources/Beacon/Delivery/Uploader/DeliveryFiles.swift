@@ -54,8 +54,8 @@ struct RejectedFile {
 /// sent that this one has not reached yet (a restart resumes at whichever starts at the checkpoint).
 ///
 /// Rewritten in place with one `pwrite` into a fixed-size record (padded with spaces: written
-/// whole once, then as far as this or the last version's lines reach) on a file kept open, through the log's file-system seam; never fsynced. It matters after a process crash
-/// (kill -9), which keeps the page cache and cannot tear one small write: a restart acknowledges
+/// whole once, then as far as this or the last version's lines reach) on a file kept open, through
+/// the log's file-system seam; never fsynced. It matters after a process crash (kill -9), which keeps the page cache and cannot tear one small write: a restart acknowledges
 /// the accepted ranges without sending them and re-sends only the request in flight, as it was
 /// cut. The boot id makes it worthless after a power loss (or any reboot): what reached the disk of
 /// it may be any earlier version, and the log may have lost records since written again with the
