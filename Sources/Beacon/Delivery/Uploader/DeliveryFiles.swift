@@ -53,9 +53,9 @@ struct RejectedFile {
 /// acknowledgements are not durable yet, then the request in flight, then those an earlier run
 /// sent that this one has not reached yet (a restart resumes at whichever starts at the checkpoint).
 ///
-/// Rewritten in place with one `pwrite` of a fixed-size record (padded with spaces) on a file
-/// kept open, through the log's file-system seam; never fsynced. It matters after a process crash
-/// (kill -9), which keeps the page cache and cannot tear one small write: a restart acknowledges
+/// Rewritten in place with one `pwrite` into a fixed-size record (padded with spaces: written
+/// whole once, then as far as this or the last version's lines reach) on a file kept open, through
+/// the log's file-system seam; never fsynced. It matters after a process crash (kill -9), which keeps the page cache and cannot tear one small write: a restart acknowledges
 /// the accepted ranges without sending them and re-sends only the request in flight, as it was
 /// cut. The boot id makes it worthless after a power loss (or any reboot): what reached the disk of
 /// it may be any earlier version, and the log may have lost records since written again with the
@@ -73,7 +73,8 @@ final class InflightFile: Sendable {
     let fileSystem: any FileSystem
     /// This boot's id: accepted ranges saved under another are not trusted.
     let bootID: String
-    private let file = Mutex<LogFile?>(nil)
+    /// The open file, and how many bytes of its record hold lines (the rest are spaces already).
+    private let file = Mutex<(open: LogFile?, used: Int)>((nil, InflightFile.recordSize))
 
     init(directory: String, fileSystem: any FileSystem, bootID: String = InflightFile.currentBootID) {
         path = directory + "/" + Self.fileName
@@ -91,7 +92,7 @@ final class InflightFile: Sendable {
     }()
 
     deinit {
-        file.withLock { open in open.map { fileSystem.close($0) } }
+        file.withLock { state in state.open.map { fileSystem.close($0) } }
     }
 
     struct Range: Equatable {
@@ -161,7 +162,7 @@ final class InflightFile: Sendable {
         // Written on every request: digits straight into the record, no strings.
         var record = [UInt8](repeating: UInt8(ascii: " "), count: Self.recordSize)
         let boot = Array(bootID.utf8)
-        record.withUnsafeMutableBufferPointer { buffer in
+        let used = record.withUnsafeMutableBufferPointer { buffer -> Int in
             var at = 0
             func put(_ value: UInt64, then separator: UInt8) {
                 let digits = DecimalDigits.count(value)
@@ -181,9 +182,10 @@ final class InflightFile: Sendable {
                     at += 1
                 }
             }
+            return at
         }
-        try file.withLock { open in
-            if open == nil {
+        try file.withLock { state in
+            if state.open == nil {
                 let opened = try fileSystem.open(path, .createOrOpen)
                 do {
                     // A file of an earlier version may be shorter or longer.
@@ -192,15 +194,19 @@ final class InflightFile: Sendable {
                     fileSystem.close(opened)
                     throw error
                 }
-                open = opened
+                state = (opened, Self.recordSize)
             }
+            // One pwrite from the start of the record, as far as this record or the last one
+            // reached (beyond both the file holds spaces): usually a few hundred bytes, not a page.
+            let length = max(used, state.used)
             do {
-                try record.withUnsafeBytes { try fileSystem.write(open!, $0, at: 0) }
+                try record.withUnsafeBytes { try fileSystem.write(state.open!, UnsafeRawBufferPointer(rebasing: $0[..<length]), at: 0) }
             } catch {
-                fileSystem.close(open!)
-                open = nil
+                fileSystem.close(state.open!)
+                state = (nil, Self.recordSize)
                 throw error
             }
+            state.used = used
         }
     }
 }
