@@ -9,6 +9,35 @@ protocol CollectorConnection {
     mutating func send(_ bytes: UnsafeRawBufferPointer) -> Bool
 }
 
+/// A client's bytes in memory as a connection, for the tests and the fuzz targets: what the client
+/// sent arrives in pieces cut at `cuts` (offsets into it, ascending), and what the collector sends
+/// is kept in `output`.
+final class MemoryConnection: CollectorConnection {
+    let input: [UInt8]
+    private var cuts: [Int]
+    private var offset = 0
+    private(set) var output: [UInt8] = []
+
+    init(_ input: [UInt8], cuts: [Int] = []) {
+        self.input = input
+        self.cuts = cuts
+    }
+
+    func receive(into buffer: UnsafeMutableRawBufferPointer) -> Int {
+        while let cut = cuts.first, cut <= offset { cuts.removeFirst() }
+        let end = min(input.count, cuts.first ?? input.count, offset + buffer.count)
+        let n = end - offset
+        if n > 0 { buffer.copyBytes(from: input[offset..<end]) }
+        offset = end
+        return n
+    }
+
+    func send(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        output.append(contentsOf: bytes)
+        return true
+    }
+}
+
 /// A connected socket, with blocking calls.
 struct CollectorSocket: CollectorConnection {
     let fd: Int32

@@ -2,27 +2,6 @@ import Testing
 @testable import Beacon
 @testable import BeaconHTTPServer
 
-/// One client's bytes for ``LoopbackCollector/serve(_:)``, with what the collector sent back.
-final class MemoryConnection: CollectorConnection {
-    let input: [UInt8]
-    var offset = 0
-    var output: [UInt8] = []
-
-    init(_ input: [UInt8]) { self.input = input }
-
-    func receive(into buffer: UnsafeMutableRawBufferPointer) -> Int {
-        let n = min(buffer.count, input.count - offset)
-        if n > 0 { buffer.copyBytes(from: input[offset..<(offset + n)]) }
-        offset += n
-        return n
-    }
-
-    func send(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        output.append(contentsOf: bytes)
-        return true
-    }
-}
-
 /// The collector's gzip request bodies (`beacon collect`, BeaconTesting): decoded exactly, and a
 /// body that inflates past `maxDecodedBodyBytes` (a zip bomb) is answered 413 without holding
 /// more than the limit (Tests/Fuzz/Sources/FuzzGzip fuzzes the same path).

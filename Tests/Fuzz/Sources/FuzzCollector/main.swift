@@ -14,32 +14,6 @@
 @testable import BeaconHTTPServer
 import FuzzSupport
 
-final class MemoryConnection: CollectorConnection {
-    let input: [UInt8]
-    var cuts: [Int]
-    var offset = 0
-    var output: [UInt8] = []
-
-    init(_ input: [UInt8], cuts: [Int]) {
-        self.input = input
-        self.cuts = cuts
-    }
-
-    func receive(into buffer: UnsafeMutableRawBufferPointer) -> Int {
-        while let cut = cuts.first, cut <= offset { cuts.removeFirst() }
-        let end = min(input.count, cuts.first ?? input.count, offset + buffer.count)
-        let n = end - offset
-        if n > 0 { buffer.copyBytes(from: input[offset..<end]) }
-        offset = end
-        return n
-    }
-
-    func send(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        output.append(contentsOf: bytes)
-        return true
-    }
-}
-
 let collector = try! LoopbackCollector()
 
 FuzzMain.run { bytes in

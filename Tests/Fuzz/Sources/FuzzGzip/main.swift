@@ -21,26 +21,6 @@ import CZlib
 import FuzzSupport
 import Glibc
 
-final class MemoryConnection: CollectorConnection {
-    let input: [UInt8]
-    var offset = 0
-    var output: [UInt8] = []
-
-    init(_ input: [UInt8]) { self.input = input }
-
-    func receive(into buffer: UnsafeMutableRawBufferPointer) -> Int {
-        let n = min(buffer.count, input.count - offset)
-        if n > 0 { buffer.copyBytes(from: input[offset..<(offset + n)]) }
-        offset += n
-        return n
-    }
-
-    func send(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        output.append(contentsOf: bytes)
-        return true
-    }
-}
-
 /// What a reference inflate makes of `body`: every member in turn (gzip or zlib, as the collector
 /// accepts), stopping at the first error or once more than `limit` bytes came out.
 enum Reference: Equatable {
