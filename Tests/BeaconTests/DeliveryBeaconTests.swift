@@ -138,14 +138,16 @@ struct DeliveryBeaconTests {
         let collector = try LoopbackCollector()
         defer { collector.stop() }
         collector.defaultReply = .never
-        let beacon = try Beacon(configuration: configuration(dir, collector) { $0.requestTimeout = .seconds(60) })
+        // An hour: waiting for the request's timeout would show as a time-limit failure, while
+        // the bound below allows for a loaded machine's stalls (over 10 s under AddressSanitizer).
+        let beacon = try Beacon(configuration: configuration(dir, collector) { $0.requestTimeout = .seconds(3600) })
         for n in 0..<12 { beacon.track("Numbered", properties: ["n": .int(n)]) }
         let clock = ContinuousClock()
         let began = clock.now
         let report = await beacon.shutdown(timeout: .milliseconds(400))
         let elapsed = began.duration(to: clock.now)
         guard case .deadlineReached = report.outcome else { Issue.record("expected deadlineReached, got \(report)"); return }
-        #expect(elapsed < .seconds(10), "\(elapsed): far below the request timeout (60 s), allowing for a loaded machine")
+        #expect(elapsed < .seconds(120), "\(elapsed): far below the request timeout (an hour), allowing for a loaded machine")
         #expect(report.remaining == 12)
         let log = try BeaconLog(directory: dir.path)
         #expect(log.stats.pendingRecords == 12)
