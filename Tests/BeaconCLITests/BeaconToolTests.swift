@@ -5,7 +5,7 @@ import Glibc
 import Testing
 
 /// The `beacon` executable, run as a user would.
-@Suite struct BeaconToolTests {
+@Suite(.ownThreads) struct BeaconToolTests {
     typealias Run = BeaconToolRunner
 
     // MARK: help and usage

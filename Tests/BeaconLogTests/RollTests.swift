@@ -4,7 +4,7 @@ import Testing
 import FaultInjection
 
 /// Segment rolls: a frame that would make the segment exceed `segmentBytes` starts the next one.
-@Suite struct RollTests {
+@Suite(.ownThreads) struct RollTests {
     static let segmentBytes = 4096
 
     /// A record whose frame at `seq` is exactly `length` bytes long: padding near the target,

@@ -4,7 +4,7 @@ import Testing
 
 /// File modes (owner only: events can carry personal data) and every `LogStats` field after a
 /// scripted scenario.
-@Suite struct StatsAndPermissionTests {
+@Suite(.ownThreads) struct StatsAndPermissionTests {
     func mode(_ path: String) throws -> Int {
         try #require(FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int)
     }
@@ -122,7 +122,7 @@ import Testing
     }
 }
 
-@Suite struct PersistedCounterTests {
+@Suite(.ownThreads) struct PersistedCounterTests {
     /// Drops, refusals and skipped records are still reported after a restart and to a read-only view.
     @Test func lossCountersSurviveReopen() throws {
         try withTemporaryDirectory { dir in

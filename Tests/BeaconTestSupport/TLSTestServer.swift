@@ -299,3 +299,37 @@ func executable(_ name: String, extra: [String] = ["/usr/bin", "/usr/sbin"]) -> 
     let directories = path.split(separator: ":").map(String.init) + extra
     return directories.map { "\($0)/\(name)" }.first { FileManager.default.isExecutableFile(atPath: $0) }
 }
+
+/// A port of 127.0.0.1 that refuses connections while this lives: a socket bound to it that never
+/// listens (and without `SO_REUSEADDR`), so no other test's server can take the port meanwhile, as
+/// one could take the port of a server that was stopped.
+public final class RefusingPort: @unchecked Sendable {
+    public let port: UInt16
+    private var fd: Int32
+
+    public init() throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw TLSTestError("socket: \(String(cString: strerror(errno)))") }
+        var address = loopbackAddress(0)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0 else { close(fd); throw TLSTestError("bind: \(String(cString: strerror(errno)))") }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        port = UInt16(bigEndian: address.sin_port)
+        self.fd = fd
+    }
+
+    /// `http://127.0.0.1:PORT/events`.
+    public var url: URL { URL(string: "http://127.0.0.1:\(port)/events")! }
+
+    /// Frees the port (for a server the test starts on it next).
+    public func release() {
+        if fd >= 0 { close(fd); fd = -1 }
+    }
+
+    deinit { release() }
+}

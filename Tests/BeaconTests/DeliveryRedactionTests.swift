@@ -1,4 +1,5 @@
 import Foundation
+import BeaconTestSupport
 import Testing
 @testable import Beacon
 import BeaconTesting
@@ -70,11 +71,11 @@ struct DeliveryRedactionTests {
         let collector = try LoopbackCollector()
         defer { collector.stop() }
         var port = collector.port
+        let refusing = try RefusingPort()
         switch answer {
         case 0:
-            // Nobody listens: a connection error.
-            port = collector.port
-            collector.stop()
+            // Nobody listens (and no other test's server can take the port): a connection error.
+            port = refusing.port
         case -1:
             collector.defaultReply = .never
         default:

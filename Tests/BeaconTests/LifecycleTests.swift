@@ -1,4 +1,5 @@
 import Foundation
+import BeaconTestSupport
 import Testing
 @testable import Beacon
 import BeaconLog
@@ -57,9 +58,9 @@ struct LifecycleTests {
     func runCancelledWhileCollectorDown() async throws {
         let dir = DeliveryTempDir()
         defer { dir.remove() }
-        let down = try LoopbackCollector()
+        // Connection refused throughout: a stopped server's port could be taken by another test's.
+        let down = try RefusingPort()
         let url = down.url
-        down.stop()  // connection refused from now on
         let grace = Duration.seconds(1)
         let beacon = try Beacon(configuration: Self.configuration(dir, url: url, grace: grace))
         for n in 0..<25 { beacon.track("Numbered", properties: ["n": .int(n)]) }
