@@ -305,7 +305,7 @@ func executable(_ name: String, extra: [String] = ["/usr/bin", "/usr/sbin"]) -> 
 /// one could take the port of a server that was stopped.
 public final class RefusingPort: @unchecked Sendable {
     public let port: UInt16
-    private var fd: Int32
+    private let fd: Int32
 
     public init() throws {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -326,10 +326,5 @@ public final class RefusingPort: @unchecked Sendable {
     /// `http://127.0.0.1:PORT/events`.
     public var url: URL { URL(string: "http://127.0.0.1:\(port)/events")! }
 
-    /// Frees the port (for a server the test starts on it next).
-    public func release() {
-        if fd >= 0 { close(fd); fd = -1 }
-    }
-
-    deinit { release() }
+    deinit { close(fd) }
 }

@@ -162,9 +162,11 @@ struct DeliveryCollectorTests {
     func offlineThenOnline() async throws {
         let dir = DeliveryTempDir()
         defer { dir.remove() }
-        // A port with nobody listening, held until the collector starts on it.
-        let probe = try RefusingPort()
+        // A port with nobody listening: take one, then stop the collector.
+        let probe = try LoopbackCollector()
         let port = probe.port
+        probe.stop()
+        try await Task.sleep(for: .milliseconds(50))
         let log = try deliveryLog(dir, events: 0..<25)
         let clock = ManualClock()
         let up = try Uploader(log: log, configuration: testDelivery(URL(string: "http://127.0.0.1:\(port)/events")!), transport: HTTPTransport(), clock: clock, diagnostics: { _ in })
@@ -172,7 +174,6 @@ struct DeliveryCollectorTests {
         guard case .failed(let error) = offline.outcome else { Issue.record("expected failed, got \(offline)"); return }
         #expect((error as? DeliveryError)?.code == .transient)
         #expect(offline.remaining == 25)
-        probe.release()
         let collector = try LoopbackCollector(port: port)
         defer { collector.stop() }
         for i in 25..<40 { try log.append(deliveryEvent(i)) }

@@ -52,7 +52,12 @@ extension Uploader {
     }
 
     /// Runs ``run()`` in a task the uploader keeps: for owners without a task of their own to run
-    /// it in. ``shutdown(timeout:)`` ends and joins it. Calling it again does nothing.
+    /// it in. ``shutdown(timeout:)`` ends and joins it, ``stop()`` ends it. Calling it again does
+    /// nothing.
+    ///
+    /// The task holds the uploader until it ends: an uploader that was started is freed only after
+    /// ``stop()`` or ``shutdown(timeout:)``, not when its last reference is dropped (the tracker
+    /// does this when it closes, also from its `deinit`).
     public nonisolated func start() {
         scheduling.withLock { s in
             guard s.backgroundLoop == nil, s.machine.state != .stopped, !s.machine.isShuttingDown else { return }
