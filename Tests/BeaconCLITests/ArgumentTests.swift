@@ -2,7 +2,7 @@ import BeaconLog
 import Testing
 @testable import BeaconCLI
 
-@Suite(.ownThreads) struct ArgumentTests {
+@Suite struct ArgumentTests {
     @Test func parsesOptionsFlagsAndPositionals() throws {
         let args = try ParsedArguments(["dir", "--batch", "5", "--json", "--phase=A", "--phase", "B", "--", "--not-a-flag"],
                                        options: ["--batch", "--phase"], flags: ["--json"], positionals: 1...2)

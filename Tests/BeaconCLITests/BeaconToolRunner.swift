@@ -1,6 +1,5 @@
 import Foundation
 import Glibc
-import Testing
 @_exported import BeaconTestSupport
 
 /// What one run of the `beacon` executable did.
@@ -34,9 +33,6 @@ enum BeaconToolRunner {
     /// capturing stdout in a temporary file (or sending it to `stdoutFile`). `currentDirectory`
     /// is where relative paths resolve; `environment` entries are added to this process's.
     static func run(_ arguments: [String], stdin: Data = Data(), stdoutFile: String? = nil, closedStdout: Bool = false, currentDirectory: String? = nil, environment: [String: String] = [:]) throws -> ToolResult {
-        if !isOnOwnThread && !Thread.isMainThread {
-            Issue.record("`beacon \(arguments.first ?? "")` waited for on a cooperative thread: give the suite the .ownThreads trait, so that its waits do not stall the tests beside it")
-        }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments

@@ -5,7 +5,7 @@ import Glibc
 import Testing
 
 /// The `beacon` executable, run as a user would.
-@Suite(.ownThreads) struct BeaconToolTests {
+@Suite struct BeaconToolTests {
     typealias Run = BeaconToolRunner
 
     // MARK: help and usage

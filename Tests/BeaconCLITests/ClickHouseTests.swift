@@ -105,7 +105,7 @@ func appendedLog(_ dir: String, _ events: [String]) throws {
     #expect(append.status == 0, "beacon append: \(append.stderr)")
 }
 
-@Suite("ClickHouse: a real collector", .ownThreads, .serialized, .enabled(if: ClickHouseServer.isAvailable, ClickHouseServer.skipReason), .sharedClickHouse, .timeLimit(.minutes(2)))
+@Suite("ClickHouse: a real collector", .serialized, .enabled(if: ClickHouseServer.isAvailable, ClickHouseServer.skipReason), .sharedClickHouse, .timeLimit(.minutes(2)))
 struct ClickHouseTests {
     @Test("the tracker delivers NDJSON into ClickHouse: one row per event, properties in their columns, each once, in order")
     func tracker() async throws {

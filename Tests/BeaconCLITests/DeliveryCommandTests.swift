@@ -41,7 +41,7 @@ func lines(of path: String) -> [String] {
     String(decoding: fileContents(atPath: path) ?? Data(), as: UTF8.self).split(separator: "\n").map(String.init)
 }
 
-@Suite("beacon send and beacon collect", .ownThreads, .serialized)
+@Suite("beacon send and beacon collect", .serialized)
 struct DeliveryCommandTests {
     @Test("send drains a directory to collect in every format, with and without gzip, through each transport", arguments: [
         ("array", false, "auto"), ("array", true, "socket"), ("envelope", false, "urlsession"),

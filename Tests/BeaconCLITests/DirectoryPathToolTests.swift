@@ -4,7 +4,7 @@ import Testing
 
 /// Every `beacon` command with every shape of directory path, relative ones resolved against the
 /// tool's current directory.
-@Suite("beacon with every directory path shape", .ownThreads, .ownThreads)
+@Suite("beacon with every directory path shape")
 struct DirectoryPathToolTests {
     static let shapes = ["d", "d/", "./d", "./d/", "a/b", "a/b/", "x/y/z/w", "x/y/z/w/", "a/../d", "with space/d d", "données/événements/", "ABSOLUTE/n/e/s/t/", "ABSOLUTE/../up/d"]
 

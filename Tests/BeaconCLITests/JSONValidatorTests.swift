@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import BeaconCLI
 
-@Suite(.ownThreads) struct JSONValidatorTests {
+@Suite struct JSONValidatorTests {
     static let valid = [
         "0", "-0", "1", "-1", "12.5e+3", "1E-2", "0.0", "123456789012345678901234567890", "true", "false", "null",
         #""""#, #""a\"b\\c\/d\b\f\n\r\t""#, #""\u00e9\uD83D\uDE00""#, "\"é ☃ 😀\"",

@@ -6,7 +6,7 @@ import Testing
 
 /// The line splitter of `beacon append`, fed through a pipe in chunks of every size: lines split
 /// across reads, CRLF, blank and bad lines, and lines longer than the buffer come out the same.
-@Suite(.ownThreads) struct LineAppenderTests {
+@Suite struct LineAppenderTests {
     static let input: [UInt8] = {
         var text = ""
         for (i, event) in events(400).enumerated() {

@@ -7,7 +7,7 @@ func withSecrets(_ url: String) -> String {
     url.replacingOccurrences(of: "http://", with: "http://alice:s3cret@") + "?user=default&password=s3cret"
 }
 
-@Suite("beacon send never prints a URL's credentials or query values", .ownThreads, .serialized)
+@Suite("beacon send never prints a URL's credentials or query values", .serialized)
 struct SendRedactionTests {
     func expectNoSecret(_ result: ToolResult, _ what: String) {
         for output in [result.stderr, result.stdoutText] {

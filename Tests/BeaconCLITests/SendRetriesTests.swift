@@ -2,7 +2,7 @@ import BeaconTesting
 import Foundation
 import Testing
 
-@Suite("beacon send: retries without progress, catch-up batches, the collector's explanation", .ownThreads, .ownThreads)
+@Suite("beacon send: retries without progress, catch-up batches, the collector's explanation")
 struct SendRetriesTests {
     @Test("--retries 5 counts failures in a row without progress: with every tenth answer 500, everything is delivered")
     func retriesInARow() throws {

@@ -4,7 +4,7 @@ import Testing
 
 /// `beacon send` to an `https://` nginx (``TLSTestServer``): `--cacert`, `--cert`, `--key`, and
 /// what a refused certificate looks like to the user.
-@Suite("beacon send over https", .ownThreads, .serialized, .enabled(if: TLSTestServer.isAvailable, Comment(rawValue: TLSTestServer.skipReason)), .timeLimit(.minutes(1)))
+@Suite("beacon send over https", .serialized, .enabled(if: TLSTestServer.isAvailable, Comment(rawValue: TLSTestServer.skipReason)), .timeLimit(.minutes(1)))
 struct SendTLSTests {
     @Test("refused without --cacert (nothing acknowledged, exit 74, the check and host named, what to do), delivered with it")
     func cacert() throws {

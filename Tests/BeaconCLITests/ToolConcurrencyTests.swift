@@ -4,7 +4,7 @@ import Glibc
 import Testing
 
 /// The tool on a directory another process is writing to or draining at the same time.
-@Suite(.ownThreads) struct ToolConcurrencyTests {
+@Suite struct ToolConcurrencyTests {
     typealias Run = BeaconToolRunner
 
     /// While `beacon append` runs (holding the writer lock), read-only commands see a consistent

@@ -3,7 +3,7 @@ import Foundation
 import Testing
 
 /// `beacon track`, run as a user would.
-@Suite(.ownThreads) struct TrackCommandTests {
+@Suite struct TrackCommandTests {
     typealias Run = BeaconToolRunner
 
     func withDirectory<T>(_ body: (String) throws -> T) throws -> T {

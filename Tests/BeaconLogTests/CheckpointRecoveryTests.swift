@@ -5,7 +5,7 @@ import FaultInjection
 
 /// A damaged or wrong checkpoint falls back safely (never passing over unacknowledged records)
 /// and says so in `stats.checkpointRecovery`; opening reads only the newest segment.
-@Suite(.ownThreads) struct CheckpointRecoveryTests {
+@Suite struct CheckpointRecoveryTests {
     /// How the checkpoint file is damaged.
     enum Damage: String, CaseIterable, Sendable {
         case empty, zeros, bothSlotsGarbage, newerSlotGarbage, olderSlotGarbage, truncatedMidSlot
@@ -212,7 +212,7 @@ extension CheckpointRecoveryTests {
     }
 }
 
-@Suite(.ownThreads) struct CheckpointSeqTests {
+@Suite struct CheckpointSeqTests {
     /// A checkpoint whose segment starts after its seq must not pass over the records in between.
     @Test func aCheckpointNamingANewerSegmentThanItsSeqResumesAtItsSeq() throws {
         try withTemporaryDirectory { dir in

@@ -5,7 +5,7 @@ import Testing
 import FaultInjection
 
 /// `close()` whose final commit fails: it reports the error and never loses the records silently.
-@Suite("close() with a failing final commit", .ownThreads, .ownThreads)
+@Suite("close() with a failing final commit")
 struct CloseFaultTests {
     /// A configuration whose group commit never fires before `close()`: the records of the test are
     /// all written by close's final commit.

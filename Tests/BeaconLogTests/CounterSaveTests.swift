@@ -6,7 +6,7 @@ import Testing
 import FaultInjection
 
 /// The persisted loss counters: a save scheduled in the background and `close()`'s own save.
-@Suite(.ownThreads) struct CounterSaveTests {
+@Suite struct CounterSaveTests {
     /// A background save takes its snapshot, then is held just before it replaces
     /// `writer.counters`; meanwhile more records are dropped and `close()` saves the newer counts.
     /// Saves run one at a time, so the older snapshot can never replace the newer file: the

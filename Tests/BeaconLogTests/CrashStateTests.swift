@@ -16,7 +16,7 @@ import FaultInjection
 ///
 /// A sample of the states runs under `swift test`; `BEACON_CRASH_EXHAUSTIVE=1` runs every one
 /// (see `Benchmarks/crash-states.sh`).
-@Suite("Crash states of recorded workloads", .ownThreads, .ownThreads)
+@Suite("Crash states of recorded workloads")
 struct CrashStateTests {
     static let exhaustive = ProcessInfo.processInfo.environment["BEACON_CRASH_EXHAUSTIVE"] == "1"
 
@@ -275,7 +275,7 @@ struct CrashStateTests {
 }
 
 /// The model itself: what a power loss keeps and loses, so the explorer's states are the hard ones.
-@Suite("Crash-state model", .ownThreads, .ownThreads)
+@Suite("Crash-state model")
 struct CrashStateModelTests {
     /// Records `body`'s changes under a fresh root and returns the model.
     func recorded(_ body: (String, FaultyFileSystem) throws -> Void) throws -> (CrashStates, String) {

@@ -5,7 +5,7 @@ import Testing
 import FaultInjection
 
 /// Every shape of directory path a user may configure, and creating the directory durably.
-@Suite("Directory paths", .ownThreads, .ownThreads)
+@Suite("Directory paths")
 struct DirectoryPathTests {
     /// Relative shapes, resolved against the current directory of the process that opens the log.
     static let relativeShapes = ["d", "d/", "./d", "./d/", "a/b", "a/b/", "x/y/z/w", "x/y/z/w/", "a/../d", "a/./b//c", "with space/d d", "données/événements/", "日志"]

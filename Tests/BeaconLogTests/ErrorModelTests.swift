@@ -7,7 +7,7 @@ import Testing
 /// One error model: the code comes from the system call's own `errno`, captured where the call
 /// failed (never guessed back from Foundation's errors), the cause names the call, its `errno`
 /// and the path, and the advice is the caller's, for what the call was for.
-@Suite("Errors: the system call's errno captured at the call, advice from the caller", .ownThreads, .ownThreads)
+@Suite("Errors: the system call's errno captured at the call, advice from the caller")
 struct ErrorModelTests {
     /// `/dev/full` refuses every write with `ENOSPC`: the error says so through its code and cause.
     @Test func aWriteKeepsItsErrno() throws {

@@ -8,7 +8,7 @@ import FaultInjection
 /// `EIO` from fsync, failing renames, removes and directory fsyncs. After each: no corrupt record on
 /// disk, FIFO, contiguous seqs, nothing the log accepted is lost, fsync failures are never retried
 /// on the same file, and the log either recovers or reports `.failed` on every later call.
-@Suite(.ownThreads) struct FaultInjectionTests {
+@Suite struct FaultInjectionTests {
     /// What a scripted run saw.
     struct Run {
         /// Content of every record the log accepted (returned a seq, or kept it after a write error).

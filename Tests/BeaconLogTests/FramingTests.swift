@@ -3,7 +3,7 @@ import Testing
 @testable import BeaconLog
 
 /// CRC-32C, the frame format `{"seq":N,"crc":C,"event":<record>}\n`, and what append refuses.
-@Suite(.ownThreads) struct FramingTests {
+@Suite struct FramingTests {
     /// The check value and the RFC 3720 (iSCSI) test vectors.
     @Test(arguments: [
         (Array("123456789".utf8), UInt32(0xE306_9283)),
@@ -121,7 +121,7 @@ import Testing
     }
 }
 
-@Suite(.ownThreads) struct CRC32CInstructionTests {
+@Suite struct CRC32CInstructionTests {
     /// The CPU instruction and the table agree on every length and alignment, and on the check value.
     @Test func instructionMatchesTable() {
         var rng = SystemRandomNumberGenerator()
@@ -138,7 +138,7 @@ import Testing
     }
 }
 
-@Suite(.ownThreads) struct FrameEncodingTests {
+@Suite struct FrameEncodingTests {
     /// The hand-rolled decimal writer and digit counter match Swift's for every power-of-ten edge and random values.
     @Test func framesMatchTheTextFormat() {
         var values: [UInt64] = [0, 1, 9, 10, 11, 99, 100, 101, UInt64(UInt32.max), UInt64.max, UInt64.max - 1]

@@ -4,7 +4,7 @@ import Testing
 
 /// Inputs the fuzz targets (Tests/Fuzz/, `Benchmarks/fuzz.sh`) found, kept as ordinary tests: segment
 /// files and checkpoints with bytes Beacon did not write.
-@Suite(.ownThreads) struct FuzzRegressionTests {
+@Suite struct FuzzRegressionTests {
     /// Writes segment `number` of `dir` with these frames and raw bytes.
     func writeSegment(_ dir: String, _ number: UInt64, _ bytes: [UInt8]) throws {
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)

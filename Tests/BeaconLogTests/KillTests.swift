@@ -7,7 +7,7 @@ import Testing
 /// (a process crash loses nothing that `write(2)` accepted, and never what was reported
 /// durable). After each kill: recovery, a clean verify, a gap-free in-order prefix `{"n":i}` at
 /// seq i holding every record reported durable, and new appends accepted; the next child continues.
-@Suite(.ownThreads) struct KillTests {
+@Suite struct KillTests {
     @Test(arguments: ["every", "batched", "none"])
     func killNineLoop(policy: String) throws {
         var rng = SeededGenerator(seed: UInt64(policy.utf8.reduce(0) { $0 &* 31 &+ UInt64($1) }))

@@ -5,7 +5,7 @@ import Testing
 
 /// `writer.lock` / `reader.lock` across two processes (the `beacon-test-child` holds one), and the
 /// writer/reader split: one process appends while another reads and acknowledges.
-@Suite(.ownThreads) struct LockTests {
+@Suite struct LockTests {
     /// While a child holds the writer lock: opening to write fails with `.locked` naming its pid,
     /// opening to read works; after SIGKILL the lock is free.
     @Test func writerLockHeldByAnotherProcess() throws {

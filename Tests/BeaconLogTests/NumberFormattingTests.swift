@@ -4,7 +4,7 @@ import Testing
 
 /// The one decimal writer (frames and the tracker's JSON) and the `Duration` conversions every
 /// module uses.
-@Suite(.ownThreads) struct NumberFormattingTests {
+@Suite struct NumberFormattingTests {
     /// Every power of ten and its neighbours, the extremes and seeded random values: the digit
     /// count and the digits written match `String(value)`.
     @Test func decimalDigitsMatchString() {

@@ -8,7 +8,7 @@ import FaultInjection
 /// Segments preallocated with `fallocate` (`.everyRecord` and `.batched`): the open segment runs
 /// on with zeros past its last record. Those zeros are the end of the data everywhere (opening,
 /// reading from another process, `verify`, the roll, quota), never records and never corruption.
-@Suite(.ownThreads) struct PreallocationTests {
+@Suite struct PreallocationTests {
     static let hour = Duration.seconds(3600)
 
     /// The smallest segment size that is preallocated.

@@ -5,7 +5,7 @@ import Testing
 /// A quota drop that deletes records a reader has already read: they count as dropped only until
 /// their batch is acknowledged (they were delivered), so `dropped` counts only records never
 /// delivered and delivered + dropped + pending == appended.
-@Suite(.ownThreads) struct QuotaInFlightTests {
+@Suite struct QuotaInFlightTests {
     /// Appends numbered records until `done` holds; returns the next index.
     func append(_ log: BeaconLog, from start: Int, until done: () throws -> Bool) throws -> Int {
         var i = start

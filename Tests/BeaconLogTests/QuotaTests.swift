@@ -4,7 +4,7 @@ import Testing
 import FaultInjection
 
 /// The disk quota (`maxBytes`) under `.dropOldest` and `.rejectNew`, and `maxRecordBytes`.
-@Suite(.ownThreads) struct QuotaTests {
+@Suite struct QuotaTests {
     /// The seqs each segment on disk holds now.
     func seqsBySegment(_ dir: String) throws -> [UInt64: [UInt64]] {
         var out: [UInt64: [UInt64]] = [:]
@@ -140,7 +140,7 @@ import FaultInjection
     }
 }
 
-@Suite(.ownThreads) struct QuotaAccountingTests {
+@Suite struct QuotaAccountingTests {
     static let pad = String(repeating: "x", count: 60)
 
     func config(_ dir: String, access: BeaconLog.Access = .readWrite) -> BeaconLog.Configuration {

@@ -5,7 +5,7 @@ import FaultInjection
 
 /// Reading contiguous batches across segments and acknowledging them: caps, partial batches,
 /// segment deletion, the checkpoint across reopen, and refused acknowledgements.
-@Suite(.ownThreads) struct ReadAcknowledgeTests {
+@Suite struct ReadAcknowledgeTests {
     /// Append, read in batches across rolls, acknowledge part, reopen, read the rest (every policy).
     @Test(arguments: [BeaconLog.Durability.everyRecord, .batched(records: 7, interval: .milliseconds(5)), .none])
     func appendReadAcknowledgeAcrossRollsAndReopen(durability: BeaconLog.Durability) throws {
@@ -271,7 +271,7 @@ extension ReadAcknowledgeTests {
     }
 }
 
-@Suite(.ownThreads) struct PartialAcknowledgeTests {
+@Suite struct PartialAcknowledgeTests {
     /// Acknowledging through `end(after:)` of any record, across a roll, resumes exactly after it.
     @Test func acknowledgeAPrefixOfABatch() throws {
         try withTemporaryDirectory { dir in
@@ -295,7 +295,7 @@ extension ReadAcknowledgeTests {
     }
 }
 
-@Suite(.ownThreads) struct CorruptReasonTests {
+@Suite struct CorruptReasonTests {
     /// Each kind of damage is counted under its reason, and the counts survive a reopen.
     @Test func skippedRecordsAreCountedByReason() throws {
         try withTemporaryDirectory { dir in

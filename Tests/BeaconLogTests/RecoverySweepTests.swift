@@ -50,7 +50,7 @@ struct LogSnapshot {
 
 /// Recovery on open: every way the newest segment's tail can be torn, and
 /// single damaged records anywhere.
-@Suite(.ownThreads) struct RecoverySweepTests {
+@Suite struct RecoverySweepTests {
     enum Damage: String, CaseIterable, Sendable {
         /// The file ends at the offset.
         case truncate

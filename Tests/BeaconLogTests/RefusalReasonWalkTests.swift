@@ -7,7 +7,7 @@ import Testing
 /// Every ``RefusalReason`` walked from the refusal to where a user reads it: the error `append`
 /// throws, `stats.refused` under that reason, and the same count read back after a reopen (from
 /// `writer.counters`). A reason added without a scenario fails the test.
-@Suite("Refusal reasons: thrown, counted, kept across a reopen", .ownThreads, .ownThreads)
+@Suite("Refusal reasons: thrown, counted, kept across a reopen")
 struct RefusalReasonWalkTests {
     /// Appends until the log refuses; returns the code of the refusal.
     static func refuse(_ reason: RefusalReason, _ dir: String) throws -> BeaconLogError.Code? {

@@ -4,7 +4,7 @@ import Testing
 import FaultInjection
 
 /// Segment rolls: a frame that would make the segment exceed `segmentBytes` starts the next one.
-@Suite(.ownThreads) struct RollTests {
+@Suite struct RollTests {
     static let segmentBytes = 4096
 
     /// A record whose frame at `seq` is exactly `length` bytes long: padding near the target,

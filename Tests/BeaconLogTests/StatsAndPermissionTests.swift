@@ -4,7 +4,7 @@ import Testing
 
 /// File modes (owner only: events can carry personal data) and every `LogStats` field after a
 /// scripted scenario.
-@Suite(.ownThreads) struct StatsAndPermissionTests {
+@Suite struct StatsAndPermissionTests {
     func mode(_ path: String) throws -> Int {
         try #require(FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int)
     }
@@ -122,7 +122,7 @@ import Testing
     }
 }
 
-@Suite(.ownThreads) struct PersistedCounterTests {
+@Suite struct PersistedCounterTests {
     /// Drops, refusals and skipped records are still reported after a restart and to a read-only view.
     @Test func lossCountersSurviveReopen() throws {
         try withTemporaryDirectory { dir in

@@ -109,7 +109,7 @@ func trackIdText(_ event: [UInt8]) -> String {
     return String(text[range.upperBound...].prefix { $0.isNumber })
 }
 
-@Suite("Delivery: kill -9 while uploading", .ownThreads, .serialized, .timeLimit(.minutes(1)))
+@Suite("Delivery: kill -9 while uploading", .serialized, .timeLimit(.minutes(1)))
 struct DeliveryKillTests {
     @Test("received (deduplicated) + pending == every durable event, in order; duplicates are whole batches with their key")
     func killLoop() async throws {

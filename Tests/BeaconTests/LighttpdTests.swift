@@ -8,7 +8,7 @@ import BeaconTestSupport
 /// private configuration): a CGI collector behind lighttpd's own framing and limits, which close
 /// connections after a number of requests (`Connection: close` on the last answer) or an idle
 /// second, and answer 413 from the head alone.
-@Suite("lighttpd: a real server's limits", .ownThreads, .serialized, .enabled(if: LighttpdServer.isAvailable, Comment(rawValue: LighttpdServer.skipReason)), .timeLimit(.minutes(1)))
+@Suite("lighttpd: a real server's limits", .serialized, .enabled(if: LighttpdServer.isAvailable, Comment(rawValue: LighttpdServer.skipReason)), .timeLimit(.minutes(1)))
 struct LighttpdTests {
     static func configuration(_ dir: DeliveryTempDir, _ server: LighttpdServer, batchSize: Int = 10) -> Beacon.Configuration {
         var config = Beacon.Configuration(directory: dir.path, serverURL: server.url)

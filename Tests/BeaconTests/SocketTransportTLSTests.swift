@@ -8,7 +8,7 @@ import BeaconLog
 
 /// `SocketTransport` over TLS against nginx with certificates the test makes (``TLSTestServer``):
 /// what is refused, and why, and what is delivered.
-@Suite("SocketTransport: https against nginx", .ownThreads, .enabled(if: TLSTestServer.isAvailable, Comment(rawValue: TLSTestServer.skipReason)), .timeLimit(.minutes(1)))
+@Suite("SocketTransport: https against nginx", .enabled(if: TLSTestServer.isAvailable, Comment(rawValue: TLSTestServer.skipReason)), .timeLimit(.minutes(1)))
 struct SocketTransportTLSTests {
     func request(_ url: URL) -> TransportRequest {
         TransportRequest(url: url, headers: [("Content-Type", "application/json")], body: Array("[{\"e\":1}]".utf8), timeout: .seconds(10))

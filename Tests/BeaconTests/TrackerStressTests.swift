@@ -19,7 +19,7 @@ func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
     group.wait()
 }
 
-@Suite(.ownThreads) struct TrackerStressTests {
+@Suite struct TrackerStressTests {
     @Test func concurrentTrackKeepsPerThreadOrderAndLosesNothing() async throws {
         try await withTrackerDirectoryOffPool { dir in
             var config = Beacon.Configuration.testing(dir)
