@@ -76,24 +76,14 @@ public final class LighttpdServer: @unchecked Sendable {
 
                 """
             try config.write(toFile: directory + "/lighttpd.conf", atomically: true, encoding: .utf8)
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: lighttpd)
-            process.arguments = ["-D", "-f", directory + "/lighttpd.conf"]
-            process.standardInput = FileHandle.nullDevice
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            let deadline = ContinuousClock.now + .seconds(10)
-            while process.isRunning, ContinuousClock.now < deadline, !loopbackAccepts(port) { usleep(5000) }
-            if process.isRunning, loopbackAccepts(port) {
+            switch try startLoopbackServer("lighttpd", lighttpd, ["-D", "-f", directory + "/lighttpd.conf"], ports: [port], errorLog: directory + "/error.log") {
+            case .success(let process):
                 self.process = process
                 self.port = port
                 return
+            case .failure(let error):
+                lastError = error
             }
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-            process.waitUntilExit()
-            let log = (try? String(contentsOfFile: directory + "/error.log", encoding: .utf8)) ?? ""
-            lastError = TLSTestError("lighttpd did not start: \(log.split(separator: "\n").suffix(3).joined(separator: "; "))")
         }
         throw lastError
     }

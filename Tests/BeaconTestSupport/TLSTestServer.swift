@@ -137,24 +137,15 @@ public final class TLSTestServer: @unchecked Sendable {
                 ports[site] = port
             }
             try Self.config(pki, directory, ports).write(toFile: directory + "/nginx.conf", atomically: true, encoding: .utf8)
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: nginx)
-            process.arguments = ["-p", directory, "-c", directory + "/nginx.conf", "-e", directory + "/error.log"]
-            process.standardInput = FileHandle.nullDevice
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            let deadline = ContinuousClock.now + .seconds(10)
-            while process.isRunning, ContinuousClock.now < deadline, !ports.values.allSatisfy(loopbackAccepts) { usleep(5000) }
-            if process.isRunning, ports.values.allSatisfy(loopbackAccepts) {
+            switch try startLoopbackServer("nginx", nginx, ["-p", directory, "-c", directory + "/nginx.conf", "-e", directory + "/error.log"],
+                                           ports: Array(ports.values), errorLog: directory + "/error.log") {
+            case .success(let process):
                 self.process = process
                 self.ports = ports
                 return
+            case .failure(let error):
+                lastError = error
             }
-            if process.isRunning { process.terminate() }
-            process.waitUntilExit()
-            let log = (try? String(contentsOfFile: directory + "/error.log", encoding: .utf8)) ?? ""
-            lastError = TLSTestError("nginx did not start: \(log.split(separator: "\n").suffix(3).joined(separator: "; "))")
         }
         throw lastError
     }
@@ -233,6 +224,26 @@ public final class TLSTestServer: @unchecked Sendable {
         }
         return text
     }
+}
+
+/// Starts `executable` with `arguments` (no standard streams) and waits up to 10 s until it
+/// accepts connections on every one of `ports`. When it exits or does not accept in time, it is
+/// killed and the failure quotes the last lines of `errorLog`.
+func startLoopbackServer(_ name: String, _ executable: String, _ arguments: [String], ports: [UInt16], errorLog: String) throws -> Result<Process, TLSTestError> {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    process.standardInput = FileHandle.nullDevice
+    process.standardOutput = FileHandle.nullDevice
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+    let deadline = ContinuousClock.now + .seconds(10)
+    while process.isRunning, ContinuousClock.now < deadline, !ports.allSatisfy(loopbackAccepts) { usleep(5000) }
+    if process.isRunning, ports.allSatisfy(loopbackAccepts) { return .success(process) }
+    if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    process.waitUntilExit()
+    let log = (try? String(contentsOfFile: errorLog, encoding: .utf8)) ?? ""
+    return .failure(TLSTestError("\(name) did not start: \(log.split(separator: "\n").suffix(3).joined(separator: "; "))"))
 }
 
 /// A port of 127.0.0.1 free a moment ago (bound to port 0, read back, closed).
