@@ -318,10 +318,11 @@ public final class RefusingPort: @unchecked Sendable {
     public let port: UInt16
     private let fd: Int32
 
-    public init() throws {
+    /// Binds `port` of 127.0.0.1 (0: a free one); throws when it is taken.
+    public init(port: UInt16 = 0) throws {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw TLSTestError("socket: \(String(cString: strerror(errno)))") }
-        var address = loopbackAddress(0)
+        var address = loopbackAddress(port)
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
@@ -330,7 +331,7 @@ public final class RefusingPort: @unchecked Sendable {
         _ = withUnsafeMutablePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
         }
-        port = UInt16(bigEndian: address.sin_port)
+        self.port = UInt16(bigEndian: address.sin_port)
         self.fd = fd
     }
 

@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import Glibc
 import Synchronization
+import BeaconTestSupport
 import Testing
 @testable import Beacon
 import BeaconTesting
@@ -89,16 +90,24 @@ struct SocketTransportEdgeTests {
 
     @Test("localhost is both 127.0.0.1 and ::1 whatever /etc/hosts says: a server on ::1 only is reached")
     func localhostIncludesIPv6() async throws {
-        let server: ScriptedServer
-        do {
-            server = try ScriptedServer(ipv6: true) { connection, _ in
-                while connection.readRequest() != nil { connection.answer(200, "v6") }
+        // The server listens on ::1 only; 127.0.0.1 with the same port number is held refusing for
+        // the test, or another test's server taking it would answer first.
+        var found: (ScriptedServer, RefusingPort)?
+        for _ in 0..<5 where found == nil {
+            let server: ScriptedServer
+            do {
+                server = try ScriptedServer(ipv6: true) { connection, _ in
+                    while connection.readRequest() != nil { connection.answer(200, "v6") }
+                }
+            } catch {
+                print("SKIPPED localhostIncludesIPv6: this machine has no IPv6 loopback (\(error))")
+                return
             }
-        } catch {
-            print("SKIPPED localhostIncludesIPv6: this machine has no IPv6 loopback (\(error))")
-            return
+            if let v4 = try? RefusingPort(port: server.port) { found = (server, v4) } else { server.stop() }
         }
+        let (server, v4) = try #require(found, "no port free on both 127.0.0.1 and ::1 in 5 tries")
         defer { server.stop() }
+        _ = v4
         for host in ["localhost", "LOCALHOST.", "beacon.localhost"] {
             let url = try #require(URL(string: "http://\(host):\(server.port)/events"))
             let response = try await SocketTransport().send(request(url))
