@@ -20,6 +20,68 @@ extension Uploader {
     /// Cancelling the task ends the loop once the pass in flight has ended (``shutdown(timeout:)``
     /// and ``stop()`` cut that pass short); it does not shut the uploader down.
     public func run() async {
+        let (id, wakeup) = loopBegan()
+        defer { loopEnded(id, wakeup) }
+        while !Task.isCancelled {
+            switch await loopTurn(id) {
+            case .exit: return
+            case .again: continue
+            case .wait(let until): await wakeup.wait(until: until, time: time)
+            }
+        }
+    }
+
+    /// Runs the delivery loop in a task the uploader keeps: for owners without a task of their own
+    /// to run ``run()`` in. ``shutdown(timeout:)`` ends and joins it, ``stop()`` ends it, and so
+    /// does the uploader's release: the loop holds the uploader only while a pass runs, so an
+    /// uploader dropped without ``stop()`` is freed (and its loop ends) once its pass is over.
+    /// Calling it again does nothing.
+    public nonisolated func start() {
+        scheduling.withLock { s in
+            guard s.backgroundLoop == nil, s.machine.state != .stopped, !s.machine.isShuttingDown else { return }
+            let reference = WeakUploader(self)
+            s.backgroundLoop = Task { [time] in await Self.runWhileReferenced(reference, time: time) }
+        }
+    }
+
+    /// A reference to an uploader that does not keep it.
+    final class WeakUploader: Sendable {
+        weak let uploader: Uploader?
+        init(_ uploader: Uploader) { self.uploader = uploader }
+    }
+
+    /// ``run()`` for ``start()``: the uploader is held during a turn (a pass), never while the loop
+    /// sleeps; released meanwhile, its `deinit` wakes the loop, which then ends.
+    static func runWhileReferenced(_ reference: WeakUploader, time: MonotonicTime) async {
+        guard let (id, wakeup) = reference.uploader?.loopBegan() else { return }
+        defer { reference.uploader?.loopEnded(id, wakeup) }
+        while !Task.isCancelled {
+            switch await turn(reference, id) {
+            case .exit: return
+            case .again: continue
+            case .wait(let until): await wakeup.wait(until: until, time: time)
+            }
+        }
+    }
+
+    /// One turn of the loop of `reference`'s uploader, holding it for the turn only.
+    private static func turn(_ reference: WeakUploader, _ id: UInt64) async -> LoopTurn {
+        guard let uploader = reference.uploader else { return .exit }
+        return await uploader.loopTurn(id)
+    }
+
+    /// What the delivery loop does after a turn.
+    enum LoopTurn: Sendable {
+        case exit
+        /// A pass ran: decide again at once.
+        case again
+        /// Sleep until signalled or until the monotonic time `until` (nil: no limit).
+        case wait(until: Duration?)
+    }
+
+    /// Registers a delivery loop: a loop started later takes over (the one it replaces is woken
+    /// and returns after its pass).
+    nonisolated func loopBegan() -> (UInt64, Wakeup) {
         let wakeup = Wakeup()
         let (id, replaced) = scheduling.withLock { s -> (UInt64, Wakeup?) in
             let (id, wakeReplaced) = s.machine.loopStarted(now: time.now())
@@ -28,40 +90,31 @@ extension Uploader {
             return (id, replaced)
         }
         replaced?.signal()
-        defer {
-            scheduling.withLock { s in
-                s.machine.loopEnded(id)
-                if s.wakeup === wakeup { s.wakeup = nil }
-            }
-        }
-        while !Task.isCancelled {
-            let now = time.now()
-            switch scheduling.withLock({ $0.machine.loopStep(id, now: now) }) {
-            case .exit:
-                return
-            case .wait(let until):
-                await wakeup.wait(until: until, time: time)
-            case .pass:
-                let pass = await cancellable(shielded: true) { await self.drain(deadline: nil) }
-                let end = passEnd(pass)
-                lastLoopPassSent = pass.sent
-                let action = scheduling.withLock { $0.machine.loopPassEnded(end, by: id) }
-                perform(action)
-            }
+        return (id, wakeup)
+    }
+
+    nonisolated func loopEnded(_ id: UInt64, _ wakeup: Wakeup) {
+        scheduling.withLock { s in
+            s.machine.loopEnded(id)
+            if s.wakeup === wakeup { s.wakeup = nil }
         }
     }
 
-    /// Runs ``run()`` in a task the uploader keeps: for owners without a task of their own to run
-    /// it in. ``shutdown(timeout:)`` ends and joins it, ``stop()`` ends it. Calling it again does
-    /// nothing.
-    ///
-    /// The task holds the uploader until it ends: an uploader that was started is freed only after
-    /// ``stop()`` or ``shutdown(timeout:)``, not when its last reference is dropped (the tracker
-    /// does this when it closes, also from its `deinit`).
-    public nonisolated func start() {
-        scheduling.withLock { s in
-            guard s.backgroundLoop == nil, s.machine.state != .stopped, !s.machine.isShuttingDown else { return }
-            s.backgroundLoop = Task { await self.run() }
+    /// Asks the scheduler what loop `id` does now, and runs the pass when it says so.
+    func loopTurn(_ id: UInt64) async -> LoopTurn {
+        let now = time.now()
+        switch scheduling.withLock({ $0.machine.loopStep(id, now: now) }) {
+        case .exit:
+            return .exit
+        case .wait(let until):
+            return .wait(until: until)
+        case .pass:
+            let pass = await cancellable(shielded: true) { await self.drain(deadline: nil) }
+            let end = passEnd(pass)
+            lastLoopPassSent = pass.sent
+            let action = scheduling.withLock { $0.machine.loopPassEnded(end, by: id) }
+            perform(action)
+            return .again
         }
     }
 

@@ -158,6 +158,12 @@ public actor Uploader {
         quotaDrops.opened(log)
     }
 
+    /// Released while ``start()``'s loop sleeps (the loop does not keep it): wakes the loop, which
+    /// finds it gone and ends.
+    deinit {
+        scheduling.withLock { $0.wakeup }?.signal()
+    }
+
     // MARK: Stats
 
     /// Counters and state; `pendingEvents` is read from the log.
