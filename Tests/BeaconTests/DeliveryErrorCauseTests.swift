@@ -253,10 +253,38 @@ struct DeliveryErrorCauseTests {
         config.delivery = testDelivery()
         let beacon = try Beacon(configuration: config)
         beacon.track("Numbered")
-        let result = await beacon.flush(timeout: .seconds(5))
+        // The 403 ends the flush at once; the long timeout only covers a loaded machine (an
+        // AddressSanitizer run beside others took more than 5 s to get the first answer).
+        let result = await beacon.flush(timeout: .seconds(40))
         guard case .failed(let error) = result.outcome else { Issue.record("expected failed, got \(result)"); return }
         #expect(error.code == .configuration && error.status == 403 && error.answer == "key lacks insert permission" && error.cause == nil, "\(error)")
         #expect(await eventually { diagnostics.errors.contains { $0.status == 403 && $0.answer == "key lacks insert permission" } }, "\(diagnostics.all.withLock { $0 })")
+        _ = await beacon.shutdown(timeout: .zero)
+    }
+
+    @Test("the tracker: a flush during or after the background loop's request that meets the collector's 403 reports that error, not its deadline", arguments: [false, true])
+    func trackerAfterTheLoopFailed(during: Bool) async throws {
+        let dir = DeliveryTempDir()
+        defer { dir.remove() }
+        try deliveryLog(dir, events: 0..<1).close()
+        let transport = InMemoryTransport()
+        transport.defaultReply = .status(403, body: "key lacks insert permission")
+        var config = Beacon.Configuration(directory: dir.path, serverURL: URL(string: "http://127.0.0.1:9/events")!)
+        config.lifecycleEvents = false
+        config.transport = transport
+        config.diagnostics = { _ in }
+        config.delivery = testDelivery()
+        if during { transport.hold() }
+        let beacon = try Beacon(configuration: config)
+        // The loop's first pass (events of an earlier run) sends them: the flush comes while
+        // that request waits for its 403, or after it.
+        #expect(await eventually { transport.requests.count == 1 })
+        let flush = Task { await beacon.flush(timeout: .seconds(40)) }
+        try await Task.sleep(for: .milliseconds(50))
+        if during { transport.release() }
+        let result = await flush.value
+        guard case .failed(let error) = result.outcome else { Issue.record("expected failed, got \(result)"); return }
+        #expect(error.code == .configuration && error.status == 403, "\(error)")
         _ = await beacon.shutdown(timeout: .zero)
     }
 }

@@ -27,7 +27,9 @@ import BeaconLog
                 var readOnly = BeaconLog.Configuration(directory: dir)
                 readOnly.access = .readOnly
                 let onDisk = try BeaconLog(configuration: readOnly).stats.pendingRecords
-                #expect(onDisk + stats.dropped[.closed, default: 0] == stats.tracked,
+                // On a loaded machine the per-record fsyncs fall behind and the handoff's default
+                // backpressure drops some events (counted); none may go missing otherwise.
+                #expect(onDisk + stats.dropped[.closed, default: 0] + stats.dropped[.backpressure, default: 0] == stats.tracked,
                         "round \(round): tracked \(stats.tracked), on disk \(onDisk), dropped \(stats.dropped)")
             }
         }
