@@ -69,8 +69,11 @@ final class IOThread: TaskExecutor, @unchecked Sendable {
             if stop { return }
             for job in batch { job.runSynchronously(on: executor) }
             batch.removeAll(keepingCapacity: true)
-            // About to wait for more jobs: nothing kept for then stays behind.
-            runDeferred()
+            // About to wait for more jobs: nothing kept for then stays behind. Only when none
+            // came meanwhile: a job enqueued by the batch (a hop of the pass's task between the
+            // uploader and its transport) runs first, so that work kept for the wait for an
+            // answer is not done before the request goes out.
+            if lock.withLock({ $0.state.jobs.isEmpty }) { runDeferred() }
         }
     }
 
