@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import Testing
 @testable import BeaconLog
 
@@ -135,6 +136,44 @@ import Testing
             }
         }
         #expect(CRC32C.checksum(Array("123456789".utf8)) == 0xE306_9283)
+    }
+
+    /// Past 192 bytes the instruction runs three chains over 64-byte blocks and joins them: every
+    /// length around the group edges (1 to 4 groups, each tail length) and every alignment agrees
+    /// with the table, continued from any CRC.
+    @Test func threeChainsMatchTable() {
+        var rng = SeededGenerator(seed: 0xC3C3)
+        let bytes = (0..<2048).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
+        let edges = [191, 192, 193, 200, 255, 256, 383, 384, 385, 576, 767, 768, 769, 1000, 2040]
+        bytes.withUnsafeBytes { raw in
+            for start in 0..<8 {
+                for count in edges where start + count <= raw.count {
+                    let slice = UnsafeRawBufferPointer(rebasing: raw[start..<(start + count)])
+                    let seed = UInt32(truncatingIfNeeded: rng.next())
+                    #expect(CRC32C.update(seed, slice) == CRC32C.software(seed, slice), "\(count) bytes at \(start)")
+                    #expect(CRC32C.checksum(ofLine: slice) == (memchr(slice.baseAddress!, 0x0A, count) == nil ? CRC32C.software(0, slice) : nil))
+                }
+            }
+        }
+    }
+
+    /// The append path's one pass: the checksum of a record without a raw newline, nil with one at
+    /// any position (each word and vector lane, the byte tail), for lengths up to two 3-chain groups.
+    @Test func checksumOfLineFindsEveryNewline() {
+        for count in 1...400 {
+            var line = [UInt8](repeating: 0x61, count: count)
+            let crc = line.withUnsafeBytes { CRC32C.checksum(ofLine: $0) }
+            #expect(crc == CRC32C.checksum(line), "\(count) bytes")
+            for position in 0..<count {
+                line[position] = 0x0A
+                #expect(line.withUnsafeBytes { CRC32C.checksum(ofLine: $0) } == nil, "newline at \(position) of \(count)")
+                line[position] = 0x61
+            }
+        }
+        // Bytes that differ from a newline in one bit are not newlines.
+        let near: [UInt8] = (0..<8).map { 0x0A ^ (1 << $0) } + [0x0B, 0x8A, 0x00]
+        let line = Array((0..<300).map { near[$0 % near.count] })
+        #expect(line.withUnsafeBytes { CRC32C.checksum(ofLine: $0) } == CRC32C.checksum(line))
     }
 }
 

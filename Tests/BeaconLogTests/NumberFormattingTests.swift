@@ -27,6 +27,23 @@ import Testing
         }
     }
 
+    /// The eight-digit word (SWAR, no division past the first split): every value of each
+    /// four-digit half with a varying other half, the edges, and seeded random values below 10^8.
+    @Test func eightDigitsMatchString() {
+        var rng = SeededGenerator(seed: 0x8888)
+        var values: [UInt64] = [0, 1, 9, 10, 99, 100, 9_999, 10_000, 99_999_999, 10_000_001, 43_699, 43_698]
+        for half in 0..<UInt64(10_000) {
+            values += [half * 10_000 + (half * 7_919) % 10_000, ((half * 6_007) % 10_000) * 10_000 + half]
+        }
+        values += (0..<20_000).map { _ in rng.next() % 100_000_000 }
+        for value in values {
+            let word = DecimalDigits.eight(value).littleEndian
+            let text = withUnsafeBytes(of: word) { String(decoding: $0, as: UTF8.self) }
+            let expected = String(value)
+            #expect(text == String(repeating: "0", count: 8 - expected.count) + expected)
+        }
+    }
+
     @Test(arguments: [
         (Duration.zero, Int64(0)),
         (.nanoseconds(1), 1),

@@ -46,8 +46,7 @@ extension BeaconLog {
         crcs.reserveCapacity(records.count)
         for (index, record) in records.enumerated() {
             try record.withUnsafeBytes { raw in
-                try validate(raw, index: records.count > 1 ? index : nil)
-                crcs.append(CRC32C.checksum(raw))
+                crcs.append(try checksum(raw, index: records.count > 1 ? index : nil))
             }
         }
         let (range, action) = try state.withLock { s -> (Range<UInt64>, AfterAppend) in
@@ -76,8 +75,7 @@ extension BeaconLog {
     }
 
     func appendOne(_ record: UnsafeRawBufferPointer) throws -> UInt64 {
-        try validate(record, index: nil)
-        let crc = CRC32C.checksum(record)
+        let crc = try checksum(record, index: nil)
         let (seq, action) = try state.withLock { s -> (UInt64, AfterAppend) in
             try checkWritable(&s, incoming: record.count + Frame.maxOverhead)
             let seq = buffer(&s, record: record, crc: crc)
@@ -107,25 +105,41 @@ extension BeaconLog {
         return kept
     }
 
-    /// Refuses empty records, raw newlines and oversized records, counting each refusal.
-    func validate(_ record: UnsafeRawBufferPointer, index: Int?) throws {
+    /// The CRC-32C of a record that may be appended; refuses (and counts) an empty record, an
+    /// oversized one and one with a raw newline. One pass over the record checks and sums it.
+    @inline(__always)
+    func checksum(_ record: UnsafeRawBufferPointer, index: Int?) throws -> UInt32 {
+        if record.count > 0, record.count <= config.maxRecordBytes, let crc = CRC32C.checksum(ofLine: record) { return crc }
+        throw refusal(record, index: index)
+    }
+
+    /// Why `record` may not be appended (empty, oversized, a raw newline), counted as refused.
+    @inline(never)
+    func refusal(_ record: UnsafeRawBufferPointer, index: Int?) -> BeaconLogError {
         let which = index.map { "record \($0)" } ?? "the record"
         if record.isEmpty {
             state.withLock { s in s.stats.refused[.invalidRecord, default: 0] += 1; countersChanged(&s) }
-            throw BeaconLogError(.invalidRecord, "\(which) is empty; append the bytes of one JSON value", path: directory)
+            return BeaconLogError(.invalidRecord, "\(which) is empty; append the bytes of one JSON value", path: directory)
         }
         if record.count > config.maxRecordBytes {
             state.withLock { s in s.stats.refused[.recordTooLarge, default: 0] += 1; countersChanged(&s) }
-            throw BeaconLogError(.recordTooLarge, "\(which) is \(record.count) bytes, more than maxRecordBytes (\(config.maxRecordBytes)); split it or raise the limit", path: directory)
+            return BeaconLogError(.recordTooLarge, "\(which) is \(record.count) bytes, more than maxRecordBytes (\(config.maxRecordBytes)); split it or raise the limit", path: directory)
         }
-        if memchr(record.baseAddress!, 0x0A, record.count) != nil {
-            state.withLock { s in s.stats.refused[.invalidRecord, default: 0] += 1; countersChanged(&s) }
-            throw BeaconLogError(.invalidRecord, "\(which) contains a raw newline, which would break the one-record-per-line framing; escape it as \\n inside JSON strings", path: directory)
+        state.withLock { s in s.stats.refused[.invalidRecord, default: 0] += 1; countersChanged(&s) }
+        return BeaconLogError(.invalidRecord, "\(which) contains a raw newline, which would break the one-record-per-line framing; escape it as \\n inside JSON strings", path: directory)
+    }
+
+    /// Throws unless a record of about `incoming` bytes may be buffered now. The common case (open,
+    /// writable, no quota refusal possible, no failed write) is a few flag tests on the append path.
+    @inline(__always)
+    func checkWritable(_ s: inout State, incoming: Int) throws {
+        if s.closed || s.failure != nil || s.writeError != nil || !canWrite || config.quotaPolicy == .rejectNew {
+            try checkWritableSlowly(&s, incoming: incoming)
         }
     }
 
-    /// Throws unless a record of about `incoming` bytes may be buffered now.
-    func checkWritable(_ s: inout State, incoming: Int) throws {
+    @inline(never)
+    func checkWritableSlowly(_ s: inout State, incoming: Int) throws {
         try checkUsable(s)
         guard canWrite else {
             throw BeaconLogError(.invalidArgument, "this log was opened without write access (access \(config.access)); open it with .readWrite or .write to append", path: directory)
@@ -145,7 +159,7 @@ extension BeaconLog {
 
     /// Frames `record` into the buffer and returns its sequence number. Decides the segment: a frame
     /// that would make the tail segment exceed `segmentBytes` starts the next one.
-    @discardableResult
+    @discardableResult @inline(__always)
     func buffer(_ s: inout State, record: UnsafeRawBufferPointer, crc: UInt32) -> UInt64 {
         let seq = s.nextSeq
         s.nextSeq += 1
@@ -156,29 +170,39 @@ extension BeaconLog {
             s.tailSegment += 1
             s.tailSize = 0
         }
-        if s.chunks.last?.segment != s.tailSegment {
-            let bytes: FrameBuffer
-            if let spare = s.spare.popLast() {
-                s.spareBytes -= spare.capacity
-                bytes = spare
-            } else {
-                // Room for a write threshold and a record or so.
-                bytes = FrameBuffer(capacity: min(config.segmentBytes, Self.writeThreshold + 16 * 1024))
-            }
-            s.chunks.append(Chunk(segment: s.tailSegment, bytes: bytes, firstSeq: seq, lastSeq: seq))
-        }
+        if s.chunks.last?.segment != s.tailSegment { openChunk(&s, firstSeq: seq) }
         // The open chunk is mutated in place: its buffer is a class, so no copy-on-write.
-        let last = s.chunks.count - 1
-        let out = s.chunks[last].bytes
-        Frame.write(seq: seq, crc: crc, seqDigits: seqDigits, crcDigits: crcDigits, record: record, to: out.tail(reserving: length))
-        out.count += length
-        s.chunks[last].lastSeq = seq
-        s.chunks[last].records += 1
+        s.chunks[s.chunks.count - 1].frame(seq: seq, crc: crc, seqDigits: seqDigits, crcDigits: crcDigits, length: length, record: record)
         s.tailSize += UInt64(length)
         s.bufferedBytes += length
         s.bufferedRecords += 1
         s.stats.appendedRecords += 1
         s.stats.appendedBytes += UInt64(record.count)
         return seq
+    }
+
+    /// Starts a chunk for the tail segment, on a spare buffer if there is one.
+    @inline(never)
+    func openChunk(_ s: inout State, firstSeq seq: UInt64) {
+        let bytes: FrameBuffer
+        if let spare = s.spare.popLast() {
+            s.spareBytes -= spare.capacity
+            bytes = spare
+        } else {
+            // Room for a write threshold and a record or so.
+            bytes = FrameBuffer(capacity: min(config.segmentBytes, Self.writeThreshold + 16 * 1024))
+        }
+        s.chunks.append(Chunk(segment: s.tailSegment, bytes: bytes, firstSeq: seq, lastSeq: seq))
+    }
+}
+
+extension Chunk {
+    /// Appends the frame of `record` (`length` bytes) to this chunk's buffer.
+    @inline(__always)
+    mutating func frame(seq: UInt64, crc: UInt32, seqDigits: Int, crcDigits: Int, length: Int, record: UnsafeRawBufferPointer) {
+        Frame.write(seq: seq, crc: crc, seqDigits: seqDigits, crcDigits: crcDigits, record: record, to: bytes.tail(reserving: length))
+        bytes.count += length
+        lastSeq = seq
+        records += 1
     }
 }

@@ -1,4 +1,5 @@
 import CBeaconCRC
+import Glibc
 
 /// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78): the CPU's instruction where there is one
 /// (SSE4.2, AArch64 CRC), else slicing-by-8 in Swift.
@@ -34,6 +35,20 @@ package enum CRC32C {
         }
         let copy = Array(bytes)
         return copy.withUnsafeBytes { update(0, $0) }
+    }
+
+    /// The CRC-32C of `bytes` if they hold no raw newline (one record's line), else nil: the
+    /// append path's check and checksum in one pass over the record.
+    @inline(__always)
+    package static func checksum(ofLine bytes: UnsafeRawBufferPointer) -> UInt32? {
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return 0 }
+        if hardware {
+            var newline: Int32 = 0
+            let crc = beacon_crc32c_hw_scan(0, base, bytes.count, &newline)
+            return newline == 0 ? crc : nil
+        }
+        if memchr(base, 0x0A, bytes.count) != nil { return nil }
+        return software(0, bytes)
     }
 
     /// Whether the CPU computes CRC-32C (checked once).

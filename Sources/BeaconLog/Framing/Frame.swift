@@ -10,7 +10,6 @@ package enum Frame {
     static let seqPrefix: StaticString = #"{"seq":"#
     static let crcPrefix: StaticString = #","crc":"#
     static let eventPrefix: StaticString = #","event":"#
-    static let newline: UInt8 = 0x0A
 
     /// The framing bytes a record of `count` bytes takes on disk at most (without its digits' exact count).
     package static let maxOverhead = 7 + 20 + 7 + 10 + 9 + 2  // 55
@@ -36,27 +35,44 @@ package enum Frame {
     /// which has room for `length(seq:crc:count:)` bytes; `seqDigits` and `crcDigits` are the
     /// numbers' decimal digit counts, which the caller computed for the length already.
     ///
-    /// The hot path of every append: one pass of stores and one `memcpy`, no bounds or
-    /// uniqueness checks.
+    /// The hot path of every append: word stores and one `memcpy`, no bounds or uniqueness checks.
+    /// A number below 10^8 is written as one 8-byte word of digits ending where the number ends;
+    /// the word's leading zeros land on the key before it, which is written afterwards.
     @inline(__always)
     static func write(seq: UInt64, crc: UInt32, seqDigits: Int, crcDigits: Int, record: UnsafeRawBufferPointer, to p: UnsafeMutableRawPointer) {
-        let h = p.assumingMemoryBound(to: UInt8.self)
-        do {
-            // {"seq":N,"crc":C,"event":
-            h[0] = 0x7B; h[1] = 0x22; h[2] = 0x73; h[3] = 0x65; h[4] = 0x71; h[5] = 0x22; h[6] = 0x3A
-            DecimalDigits.write(seq, digits: seqDigits, to: h + 7)
-            var i = 7 + seqDigits
-            h[i] = 0x2C; h[i + 1] = 0x22; h[i + 2] = 0x63; h[i + 3] = 0x72; h[i + 4] = 0x63; h[i + 5] = 0x22; h[i + 6] = 0x3A
-            DecimalDigits.write(UInt64(crc), digits: crcDigits, to: h + i + 7)
-            i += 7 + crcDigits
-            h[i] = 0x2C; h[i + 1] = 0x22; h[i + 2] = 0x65; h[i + 3] = 0x76; h[i + 4] = 0x65
-            h[i + 5] = 0x6E; h[i + 6] = 0x74; h[i + 7] = 0x22; h[i + 8] = 0x3A
-            i += 9
-            if let source = record.baseAddress { (p + i).copyMemory(from: source, byteCount: record.count) }
-            i += record.count
-            h[i] = 0x7D  // }
-            h[i + 1] = newline
+        // {"seq":N
+        if seq < 100_000_000 {
+            p.storeBytes(of: DecimalDigits.eight(seq).littleEndian, toByteOffset: seqDigits - 1, as: UInt64.self)
+        } else {
+            DecimalDigits.write(seq, digits: seqDigits, to: (p + 7).assumingMemoryBound(to: UInt8.self))
         }
+        p.storeBytes(of: UInt32(0x6573_227B).littleEndian, as: UInt32.self)  // {"se
+        p.storeBytes(of: UInt32(0x3A22_7165).littleEndian, toByteOffset: 3, as: UInt32.self)  // eq":
+        // ,"crc":C
+        let c = p + 7 + seqDigits
+        let value = UInt64(crc)
+        if value < 100_000_000 {
+            c.storeBytes(of: DecimalDigits.eight(value).littleEndian, toByteOffset: crcDigits - 1, as: UInt64.self)
+        } else {
+            // 9 or 10 digits: the first one or two, then eight.
+            let high = value / 100_000_000
+            c.storeBytes(of: DecimalDigits.eight(value - high * 100_000_000).littleEndian, toByteOffset: crcDigits - 1, as: UInt64.self)
+            if crcDigits == 10 {
+                let pairs = DecimalDigits.pairs.utf8Start
+                c.storeBytes(of: pairs[Int(high) * 2], toByteOffset: 7, as: UInt8.self)
+                c.storeBytes(of: pairs[Int(high) * 2 + 1], toByteOffset: 8, as: UInt8.self)
+            } else {
+                c.storeBytes(of: 0x30 + UInt8(truncatingIfNeeded: high), toByteOffset: 7, as: UInt8.self)
+            }
+        }
+        c.storeBytes(of: UInt32(0x7263_222C).littleEndian, as: UInt32.self)  // ,"cr
+        c.storeBytes(of: UInt32(0x3A22_6372).littleEndian, toByteOffset: 3, as: UInt32.self)  // rc":
+        // ,"event":<record>}\n
+        let e = c + 7 + crcDigits
+        e.storeBytes(of: UInt64(0x2274_6E65_7665_222C).littleEndian, as: UInt64.self)  // ,"event"
+        e.storeBytes(of: 0x3A, toByteOffset: 8, as: UInt8.self)  // :
+        if let source = record.baseAddress { (e + 9).copyMemory(from: source, byteCount: record.count) }
+        e.storeBytes(of: UInt16(0x0A7D).littleEndian, toByteOffset: 9 + record.count, as: UInt16.self)  // }\n
     }
 
     /// Appends the frame of `record` (whose CRC-32C is `crc`) with sequence number `seq` to `out`.

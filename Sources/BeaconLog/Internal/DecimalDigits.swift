@@ -50,6 +50,22 @@ package enum DecimalDigits {
         return value >= powerOfTen(guess) ? guess + 1 : guess
     }
 
+    /// The eight decimal digits of `value` (below 10^8, with leading zeros) as ASCII bytes in
+    /// one word, the first digit in the lowest byte: a store of `littleEndian` writes them in
+    /// order. Division-free past the first split (SWAR: both halves of each split at once).
+    @inlinable @inline(__always)
+    package static func eight(_ value: UInt64) -> UInt64 {
+        // Two lanes of 32 bits: the high four digits, then the low four.
+        var x = value / 10_000 | (value % 10_000) << 32
+        // Each lane (< 10^4) into two 16-bit lanes: x / 100 (by 10486 / 2^20, exact below 43,699), x % 100.
+        var q = (x &* 10_486) >> 20 & 0x0000_007F_0000_007F
+        x = q | (x &- q &* 100) << 16
+        // Each 16-bit lane (< 100) into two bytes: x / 10 (by 103 / 2^10, exact below 179), x % 10.
+        q = (x &* 103) >> 10 & 0x000F_000F_000F_000F
+        x = q | (x &- q &* 10) << 8
+        return x | 0x3030_3030_3030_3030
+    }
+
     /// Writes the `digits` decimal digits of `value` (as ``count(_:)`` gives them) at `start`,
     /// which has room for them. No bounds checks: the hot paths of append and encode.
     @inlinable @inline(__always)

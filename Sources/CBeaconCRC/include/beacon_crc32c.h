@@ -11,4 +11,8 @@ int beacon_crc32c_hw_available(void);
 /// `beacon_crc32c_hw_available()` returned 1.
 uint32_t beacon_crc32c_hw(uint32_t crc, const void *bytes, size_t n);
 
+/// `beacon_crc32c_hw`, also setting `*newline` to 1 if the bytes hold a newline (0x0A), else 0:
+/// the append path's check and checksum in one pass over the record.
+uint32_t beacon_crc32c_hw_scan(uint32_t crc, const void *bytes, size_t n, int *newline);
+
 #endif
