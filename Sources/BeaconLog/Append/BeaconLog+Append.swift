@@ -164,7 +164,8 @@ extension BeaconLog {
         let seq = s.nextSeq
         s.nextSeq += 1
         let seqDigits = Frame.digits(seq)
-        let crcDigits = Frame.digits(UInt64(crc))
+        // Three CRCs in four have ten digits.
+        let crcDigits = crc >= 1_000_000_000 ? 10 : Frame.digits(UInt64(crc))
         let length = Frame.length(seqDigits: seqDigits, crcDigits: crcDigits, count: record.count)
         if s.tailSize > 0 && s.tailSize + UInt64(length) > UInt64(config.segmentBytes) {
             s.tailSegment += 1
