@@ -55,14 +55,17 @@ public enum PayloadFormat: String, Sendable, CaseIterable {
             let base = buffer.baseAddress!
             base[0] = UInt8(ascii: "[")
             var at = 1
-            for (i, record) in records.enumerated() {
-                if i > 0 {
-                    base[at] = UInt8(ascii: ",")
-                    at += 1
-                }
-                record.withUnsafeBufferPointer { bytes in
-                    if let source = bytes.baseAddress { (base + at).update(from: source, count: bytes.count) }
-                    at += bytes.count
+            // The records borrowed in place: no retain and release of each slice's storage.
+            records.withUnsafeBufferPointer { slices in
+                for i in slices.indices {
+                    if i > 0 {
+                        base[at] = UInt8(ascii: ",")
+                        at += 1
+                    }
+                    slices[i].withUnsafeBufferPointer { bytes in
+                        if let source = bytes.baseAddress { (base + at).update(from: source, count: bytes.count) }
+                        at += bytes.count
+                    }
                 }
             }
             base[at] = UInt8(ascii: "]")
