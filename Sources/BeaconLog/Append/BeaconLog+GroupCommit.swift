@@ -77,6 +77,8 @@ extension BeaconLog {
             let chunks = try state.withLock { s -> [Chunk] in
                 try checkUsable(s)
                 if sync, let seq, let durable = s.stats.durableSeq, durable >= seq { return [] }
+                // The buffer is no longer full: another thread's write (the 10 ms flush) took it.
+                if aligned, s.bufferedBytes < Self.writeThreshold { return [] }
                 var taken = s.chunks
                 s.chunks = []
                 s.bufferedBytes = 0
