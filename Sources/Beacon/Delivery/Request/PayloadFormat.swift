@@ -55,17 +55,16 @@ public enum PayloadFormat: String, Sendable, CaseIterable {
             let base = buffer.baseAddress!
             base[0] = UInt8(ascii: "[")
             var at = 1
-            // The records borrowed in place: no retain and release of each slice's storage.
-            records.withUnsafeBufferPointer { slices in
-                for i in slices.indices {
-                    if i > 0 {
-                        base[at] = UInt8(ascii: ",")
-                        at += 1
-                    }
-                    slices[i].withUnsafeBufferPointer { bytes in
-                        if let source = bytes.baseAddress { (base + at).update(from: source, count: bytes.count) }
-                        at += bytes.count
-                    }
+            // Each record borrowed in place from the array (`records[i]`, not a copy in a loop
+            // variable or through a buffer pointer): no retain and release of its storage.
+            for i in records.indices {
+                if i > 0 {
+                    base[at] = UInt8(ascii: ",")
+                    at += 1
+                }
+                records[i].withUnsafeBufferPointer { bytes in
+                    if let source = bytes.baseAddress { (base + at).update(from: source, count: bytes.count) }
+                    at += bytes.count
                 }
             }
             base[at] = UInt8(ascii: "]")
