@@ -124,13 +124,7 @@ extension BeaconLog {
         guard heldFrames < last.records else { return nil }
         var frameEnd = cut
         while frameEnd > 0 && bytes[frameEnd - 1] != 0x0A { frameEnd -= 1 }
-        let buffer: FrameBuffer
-        if let spare = s.spare.popLast() {
-            s.spareBytes -= spare.capacity
-            buffer = spare
-        } else {
-            buffer = FrameBuffer(capacity: min(config.segmentBytes, Self.writeThreshold + 16 * 1024))
-        }
+        let buffer = frameBuffer(&s)
         let rest = bytes.count - cut
         buffer.tail(reserving: rest).copyMemory(from: bytes.baseAddress! + cut, byteCount: rest)
         buffer.count = rest
