@@ -60,7 +60,8 @@ struct RejectedFile {
 /// cut. The boot id makes it worthless after a power loss (or any reboot): what reached the disk of
 /// it may be any earlier version, and the log may have lost records since written again with the
 /// same seqs, so accepted ranges of another boot are sent again (at-least-once, from the durable
-/// checkpoint, which the grouped `fdatasync` keeps at most eight batches behind).
+/// checkpoint, which the grouped `fdatasync` keeps at most ``Uploader/maxOutstandingBatches`` batches
+/// behind: joined ranges let one of its eight entries cover many batches).
 final class InflightFile: Sendable {
     static let fileName = "delivery.inflight"
     /// The most ranges the file holds: the acknowledgements outstanding, the request in flight
