@@ -6,12 +6,19 @@ struct SegmentInfo: Sendable {
 }
 
 /// Framed records waiting to be written, all destined for one segment.
+///
+/// Usually whole frames. An aligned write (see ``BeaconLog/holdBack(_:io:state:)``) splits one:
+/// the written part may end inside a frame (`partialBytes` of it) and the part held back starts
+/// with that frame's rest. A chunk's records are the frames that end in it, `firstSeq` the first
+/// of them, `lastSeq` the last.
 struct Chunk: Sendable {
     var segment: UInt64
     var bytes: FrameBuffer
     var firstSeq: UInt64
     var lastSeq: UInt64
     var records: Int = 0
+    /// Bytes at the end that begin a frame ending in the next chunk (0: the chunk ends with a frame).
+    var partialBytes = 0
 }
 
 /// The shared state of a log, behind `BeaconLog.state`. Never held across a system call that waits.

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 @testable import BeaconLog
 import FaultInjection
@@ -326,6 +327,41 @@ extension ReadAcknowledgeTests {
             #expect(again.stats.skippedCorrupt == 4)
             #expect(again.stats.skippedCorruptByReason == expected)
             try again.close()
+        }
+    }
+}
+
+/// Deleting acknowledged segments does not hold the reader lock while the files are unlinked:
+/// unlinking a full segment frees its cached pages (milliseconds), and the uploader's next read,
+/// which runs meanwhile, would wait for it.
+@Suite struct SegmentRemovalTests {
+    @Test("a writer's acknowledgement unlinks passed segments with the reader lock free, after forgetting them")
+    func unlinkOutsideTheReaderLock() throws {
+        try withTemporaryDirectory { dir in
+            let fs = FaultyFileSystem()
+            let log = try BeaconLog(configuration: faultyConfig(dir, fs, durability: .none, segmentBytes: 4096))
+            for i in 0..<200 { try log.append(#"{"n":\#(i),"pad":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}"#) }
+            try log.sync()
+            let removals = Mutex<[(file: String, readerLockFree: Bool, stillListed: Bool)]>([])
+            fs.beforeCall = { operation, path in
+                guard operation == .remove, path.hasSuffix(".jsonl") else { return }
+                // On the acknowledging thread: the reader lock is free unless this thread holds it.
+                let free = log.readerIO.withLockIfAvailable { _ in true } ?? false
+                let number = SegmentName.parse((path as NSString).lastPathComponent)
+                let listed = log.state.withLock { s in s.segments.contains { $0.number == number } }
+                removals.withLock { $0.append(((path as NSString).lastPathComponent, free, listed)) }
+            }
+            let batch = try log.read(maxRecords: 150)
+            try log.acknowledge(through: batch.end)
+            fs.beforeCall = nil
+            let seen = removals.withLock { $0 }
+            try #require(!seen.isEmpty, "the batch spans several 4 KiB segments, so some are deleted")
+            for removal in seen {
+                #expect(removal.readerLockFree, "\(removal.file) unlinked while the reader lock was held")
+                #expect(!removal.stillListed, "\(removal.file) unlinked while reads could still look for it")
+            }
+            #expect(try log.read(maxRecords: 100).seqs == Array(150..<200))
+            try log.close()
         }
     }
 }

@@ -4,6 +4,7 @@ import Testing
 @testable import Beacon
 import BeaconLog
 import BeaconTesting
+import BeaconTestSupport
 import FaultInjection
 
 /// A batch's acknowledgement (the checkpoint's fdatasync) is made durable while the next request
@@ -232,6 +233,30 @@ struct DeliveryAcknowledgementTests {
         #expect(transport.requests.flatMap { trackIDs(in: $0) } == Array(0..<160))
         let syncs = checkpointSyncs(fs)
         #expect(syncs.count <= 32 / Uploader.acknowledgementGroup + 2, "\(syncs.count) checkpoint fsyncs for 32 batches")
+    }
+
+    @Test("delivery.inflight: random ranges, adjacent or not, with equal or other counts, read back; its lines are lineCount's", arguments: 0..<8)
+    func inflightFileRandomRanges(seed: UInt64) throws {
+        let dir = DeliveryTempDir()
+        defer { dir.remove() }
+        try FileManager.default.createDirectory(atPath: dir.path, withIntermediateDirectories: true)
+        let file = InflightFile(directory: dir.path, fileSystem: SystemFileSystem())
+        var random = SplitMix(seed: seed)
+        for _ in 0..<200 {
+            var ranges: [InflightFile.Range] = []
+            var next = UInt64.random(in: 0...1_000_000, using: &random)
+            for _ in 0..<Int.random(in: 0...40, using: &random) {
+                if Int.random(in: 0..<4, using: &random) == 0 { next += UInt64.random(in: 1...9, using: &random) }
+                let count = Int.random(in: 1...600, using: &random)
+                ranges.append(.init(firstSeq: next, count: count, sends: Int.random(in: 1...2, using: &random), failures: Int.random(in: 0...1, using: &random), accepted: Bool.random(using: &random)))
+                next += UInt64(count)
+            }
+            while InflightFile.lineCount(ranges) > InflightFile.capacity { ranges.removeLast() }
+            try file.save(ranges)
+            #expect(file.load() == ranges)
+            let text = try String(contentsOfFile: file.path, encoding: .utf8)
+            #expect(text.split(separator: "\n").filter { !$0.allSatisfy { $0 == " " } }.count == InflightFile.lineCount(ranges))
+        }
     }
 
     @Test("delivery.inflight: every number of ranges and a file of an earlier version read back")

@@ -3,6 +3,7 @@ import Testing
 @testable import Beacon
 import BeaconLog
 import BeaconTesting
+import BeaconTestSupport
 
 @Suite("Delivery: rules and encodings")
 struct DeliveryUnitTests {
@@ -92,6 +93,21 @@ struct DeliveryUnitTests {
                 let compressed = Gzip.compress(body)
                 #expect(try Gzip.decompress(compressed) == body)
             }
+        }
+    }
+
+    @Test("the body of records read from a log (slices of shared buffers, some empty) is the generic body, byte for byte", arguments: PayloadFormat.allCases)
+    func sliceBodyMatchesGeneric(format: PayloadFormat) {
+        var random = SplitMix(seed: 21)
+        for _ in 0..<200 {
+            // Records cut from a few shared buffers at random places, as a read's cache is cut.
+            let buffers = (0..<Int.random(in: 1...3, using: &random)).map { _ in (0..<Int.random(in: 0...400, using: &random)).map { _ in UInt8.random(in: 0x20...0x7E, using: &random) } }
+            let records: [ArraySlice<UInt8>] = (0..<Int.random(in: 0...40, using: &random)).map { _ in
+                let buffer = buffers[Int.random(in: 0..<buffers.count, using: &random)]
+                let start = Int.random(in: 0...buffer.count, using: &random)
+                return buffer[start..<Int.random(in: start...buffer.count, using: &random)]
+            }
+            #expect(format.body(records: records, sentAt: 1_700_000_000_123) == format.body(records.map { Array($0) }, sentAt: 1_700_000_000_123))
         }
     }
 

@@ -76,8 +76,10 @@ final class Started<T: Sendable>: Sendable {
 
     private let state = Mutex(State.running([]))
 
-    /// The result, once the work finished: at once if it has, without suspending.
-    var value: T {
+    /// The result, once the work finished: at once if it has, without suspending, and on the
+    /// caller's executor (`nonsending`: an uploader awaiting it on its actor does not hop off and
+    /// back).
+    nonisolated(nonsending) var value: T {
         get async {
             if case .finished(let result) = state.withLock({ $0 }) { return result }
             return await withCheckedContinuation { continuation in

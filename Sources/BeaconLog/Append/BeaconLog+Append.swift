@@ -164,7 +164,8 @@ extension BeaconLog {
         let seq = s.nextSeq
         s.nextSeq += 1
         let seqDigits = Frame.digits(seq)
-        let crcDigits = Frame.digits(UInt64(crc))
+        // Three CRCs in four have ten digits.
+        let crcDigits = crc >= 1_000_000_000 ? 10 : Frame.digits(UInt64(crc))
         let length = Frame.length(seqDigits: seqDigits, crcDigits: crcDigits, count: record.count)
         if s.tailSize > 0 && s.tailSize + UInt64(length) > UInt64(config.segmentBytes) {
             s.tailSegment += 1
@@ -181,18 +182,20 @@ extension BeaconLog {
         return seq
     }
 
-    /// Starts a chunk for the tail segment, on a spare buffer if there is one.
+    /// Starts a chunk for the tail segment.
     @inline(never)
     func openChunk(_ s: inout State, firstSeq seq: UInt64) {
-        let bytes: FrameBuffer
+        s.chunks.append(Chunk(segment: s.tailSegment, bytes: frameBuffer(&s), firstSeq: seq, lastSeq: seq))
+    }
+
+    /// An empty buffer for a chunk: a spare one if there is one.
+    func frameBuffer(_ s: inout State) -> FrameBuffer {
         if let spare = s.spare.popLast() {
             s.spareBytes -= spare.capacity
-            bytes = spare
-        } else {
-            // Room for a write threshold and a record or so.
-            bytes = FrameBuffer(capacity: min(config.segmentBytes, Self.writeThreshold + 16 * 1024))
+            return spare
         }
-        s.chunks.append(Chunk(segment: s.tailSegment, bytes: bytes, firstSeq: seq, lastSeq: seq))
+        // Room for a write threshold and a record or so.
+        return FrameBuffer(capacity: min(config.segmentBytes, Self.writeThreshold + 16 * 1024))
     }
 }
 

@@ -29,7 +29,7 @@ extension BeaconLog {
                 io.fileSize += UInt64(chunk.bytes.count)
             }
             try fs.sync(io.file!)
-            let size = io.fileSize
+            let size = io.fileSize - UInt64(pending.last?.partialBytes ?? 0)
             if let last = pending.last {
                 state.withLock { s in
                     s.written = LogPosition(segment: target, offset: size, seq: max(s.written.seq, last.lastSeq + 1))

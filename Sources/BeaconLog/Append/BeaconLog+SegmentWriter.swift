@@ -44,7 +44,8 @@ extension BeaconLog {
             io.fileSize += UInt64(chunk.bytes.count)
             io.unsynced.append(chunk)
             startWriteback(io: &io)
-            let size = io.fileSize
+            // Readers stop at the last whole frame (the file may end inside one, see holdBack).
+            let size = io.fileSize - UInt64(chunk.partialBytes)
             state.withLock { s in
                 s.writeError = nil
                 s.written = LogPosition(segment: chunk.segment, offset: size, seq: chunk.lastSeq + 1)
@@ -227,7 +228,7 @@ extension BeaconLog {
         guard let last = chunks.last else { return }
         let records = UInt64(chunks.reduce(0) { $0 + $1.records })
         state.withLock { s in
-            s.durable = LogPosition(segment: segment, offset: size, seq: last.lastSeq + 1)
+            s.durable = LogPosition(segment: segment, offset: size - UInt64(last.partialBytes), seq: last.lastSeq + 1)
             s.stats.durableSeq = last.lastSeq
             s.stats.durableRecords += records
         }

@@ -112,8 +112,8 @@ package enum Frame {
     package static func parse(_ buffer: UnsafeRawBufferPointer, line: Range<Int>, crc checked: inout UInt32) -> Parsed {
         var i = line.lowerBound
         let end = line.upperBound
-        // Read once per record on every read: byte loops the compiler inlines, no libc call, no
-        // overflow check until a number could overflow (20 digits).
+        // Read once per record on every read: no libc call, numbers eight digits at a time
+        // (``number(_:at:end:maxDigits:)``), no overflow check until a number could overflow.
         // The keys are compared a word at a time: `word` holds the literal's first (up to) eight
         // bytes, little-endian, `last` its ninth if it has one. A valid line always has eight
         // bytes or more from where a key starts.
@@ -127,25 +127,7 @@ package enum Frame {
             return true
         }
         @inline(__always) func number(max digits: Int) -> UInt64? {
-            var v: UInt64 = 0
-            let start = i
-            while i < end {
-                let digit = buffer[i] &- 0x30
-                guard digit <= 9 else { break }
-                if i - start >= 19 {
-                    // The 20th digit may overflow; a 21st is never valid.
-                    guard i - start < digits else { return nil }
-                    let (m, o1) = v.multipliedReportingOverflow(by: 10)
-                    let (a, o2) = m.addingReportingOverflow(UInt64(digit))
-                    if o1 || o2 { return nil }
-                    v = a
-                } else {
-                    guard i - start < digits else { return nil }
-                    v = v &* 10 &+ UInt64(digit)
-                }
-                i += 1
-            }
-            return i > start ? v : nil
+            Self.number(buffer, at: &i, end: end, maxDigits: digits)
         }
         if end - line.lowerBound > 0 && buffer[line.lowerBound] == 0 {
             return .corrupt("zero bytes instead of a record (a torn write or a zero-filled block)", reason: .zeros)

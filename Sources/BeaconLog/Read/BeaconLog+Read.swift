@@ -44,6 +44,32 @@ extension BeaconLog {
             // How far the segment being read may be read, looked up again only once reached.
             var known: (segment: UInt64, limit: UInt64)?
             while records.count < maxRecords && (records.isEmpty || bytes < maxBytes) {
+                // The usual case first: record after record in the bytes read ahead, each the seq
+                // after the last. Anything else (the cache's end, a damaged or repeated record, a
+                // seq at the writer's end) is left to the general steps below.
+                if let run = known, run.segment == pos.segment, let cache = io.cache, cache.segment == pos.segment,
+                   pos.offset >= cache.start, pos.offset < min(run.limit, cache.start + UInt64(cache.bytes.count)) {
+                    let upTo = Int(min(run.limit, cache.start + UInt64(cache.bytes.count)) - cache.start)
+                    var from = Int(pos.offset - cache.start)
+                    cache.bytes.withUnsafeBytes { raw in
+                        let base = raw.baseAddress!
+                        while from < upTo && records.count < maxRecords && (records.isEmpty || bytes < maxBytes) {
+                            guard let hit = memchr(base + from, 0x0A, upTo - from) else { return }
+                            let newline = base.distance(to: UnsafeRawPointer(hit))
+                            guard case .record(let seq, let event) = Frame.parse(raw, line: from..<newline, crc: &crc),
+                                  seq == pos.seq, seq < knownEnd, lastInSegment.map({ $0 &+ 1 == seq }) ?? true else { return }
+                            records.append(cache.bytes[event])
+                            seqs.append(seq)
+                            crcs.append(crc)
+                            bytes += event.count
+                            from = newline + 1
+                            pos = LogPosition(segment: pos.segment, offset: cache.start + UInt64(from), seq: seq + 1)
+                            ends.append(pos)
+                            lastInSegment = seq
+                        }
+                    }
+                    guard records.count < maxRecords && (records.isEmpty || bytes < maxBytes) else { break }
+                }
                 if known.map({ $0.segment != pos.segment || pos.offset >= $0.limit }) ?? true {
                     known = try readableLimit(ofSegment: pos.segment, beyond: pos.offset, io: &io).map { (pos.segment, $0) }
                 }

@@ -55,15 +55,17 @@ public enum PayloadFormat: String, Sendable, CaseIterable {
             let base = buffer.baseAddress!
             base[0] = UInt8(ascii: "[")
             var at = 1
-            for (i, record) in records.enumerated() {
+            // Each record's bytes found through the slice's base address: `withUnsafeBufferPointer`
+            // retains and releases the slice's storage around each call (its `_fixLifetime`), two
+            // atomic operations per record. `records` keeps every storage alive meanwhile.
+            for i in records.indices {
                 if i > 0 {
                     base[at] = UInt8(ascii: ",")
                     at += 1
                 }
-                record.withUnsafeBufferPointer { bytes in
-                    if let source = bytes.baseAddress { (base + at).update(from: source, count: bytes.count) }
-                    at += bytes.count
-                }
+                let count = records[i].count
+                if count > 0, let source = records[i]._baseAddressIfContiguous { (base + at).update(from: source, count: count) }
+                at += count
             }
             base[at] = UInt8(ascii: "]")
             initialized = at + 1

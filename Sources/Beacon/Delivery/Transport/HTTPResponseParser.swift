@@ -217,7 +217,7 @@ struct HTTPResponseParser {
         if text.first == 0x20 || text.first == 0x09 {
             // An obsolete folded continuation of the previous field's value.
             guard let lastField else { throw Malformed(description: "the answer's first header field starts with a space") }
-            fields[lastField].value += " " + Self.trimmed(text)
+            fields[lastField].value += " " + Self.trimmed(text[...])
             return
         }
         guard let colon = text.firstIndex(of: UInt8(ascii: ":")), colon > 0 else {
@@ -321,13 +321,12 @@ struct HTTPResponseParser {
         return list.split(separator: ",").contains { HTTPFieldName.equal(String($0.trimmingSpaces), token) }
     }
 
-    private static func trimmed<C: Collection<UInt8>>(_ bytes: C) -> String {
-        let isSpace = { (b: UInt8) in b == 0x20 || b == 0x09 }
-        let start = bytes.drop(while: isSpace)
-        var end = start.count
-        let array = Array(start)
-        while end > 0 && isSpace(array[end - 1]) { end -= 1 }
-        return String(decoding: array[..<end], as: UTF8.self)
+    /// `bytes` without the spaces and tabs around them, as text: one string made, no array.
+    private static func trimmed(_ bytes: ArraySlice<UInt8>) -> String {
+        var start = bytes.startIndex, end = bytes.endIndex
+        while start < end && (bytes[start] == 0x20 || bytes[start] == 0x09) { start += 1 }
+        while end > start && (bytes[end - 1] == 0x20 || bytes[end - 1] == 0x09) { end -= 1 }
+        return String(decoding: bytes[start..<end], as: UTF8.self)
     }
 
     /// At most 80 bytes of `bytes` as text, for an error message.

@@ -53,6 +53,9 @@ public struct TransportResponse: Sendable {
 /// (RFC 9110 §5.1), byte by byte, without Foundation's locale-aware comparison.
 enum HTTPFieldName {
     static func equal(_ a: String, _ b: String) -> Bool {
+        // Names of other lengths (most, when an answer's few fields are looked through) differ
+        // at once: a native string knows its UTF-8 length.
+        guard a.utf8.count == b.utf8.count else { return false }
         var a = a.utf8.makeIterator(), b = b.utf8.makeIterator()
         while true {
             switch (a.next(), b.next()) {

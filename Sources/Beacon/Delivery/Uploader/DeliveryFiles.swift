@@ -60,7 +60,8 @@ struct RejectedFile {
 /// cut. The boot id makes it worthless after a power loss (or any reboot): what reached the disk of
 /// it may be any earlier version, and the log may have lost records since written again with the
 /// same seqs, so accepted ranges of another boot are sent again (at-least-once, from the durable
-/// checkpoint, which the grouped `fdatasync` keeps at most eight batches behind).
+/// checkpoint, which the grouped `fdatasync` keeps at most ``Uploader/maxOutstandingBatches`` batches
+/// behind: joined ranges let one of its eight entries cover many batches).
 final class InflightFile: Sendable {
     static let fileName = "delivery.inflight"
     /// The most ranges the file holds: the acknowledgements outstanding, the request in flight
@@ -140,28 +141,27 @@ final class InflightFile: Sendable {
         return ranges
     }
 
-    /// `ranges` as the file's lines: ranges that follow each other (the next starts where the
-    /// last ends) with the same sends, failures and acceptance share one.
-    static func lines(_ ranges: [Range]) -> [[Range]] {
-        var lines: [[Range]] = []
-        for range in ranges {
-            if let last = lines.last?.last, last.sends == range.sends, last.failures == range.failures, last.accepted == range.accepted,
-               last.firstSeq.addingReportingOverflow(UInt64(last.count)) == (range.firstSeq, false) {
-                lines[lines.count - 1].append(range)
-            } else {
-                lines.append([range])
-            }
-        }
-        return lines
+    /// How many lines `ranges` take in the file: ranges that follow each other (``sharesLine(_:_:)``)
+    /// share one.
+    static func lineCount(_ ranges: [Range]) -> Int {
+        var count = 0
+        for i in ranges.indices where i == 0 || !sharesLine(ranges[i - 1], ranges[i]) { count += 1 }
+        return count
     }
 
-    /// Replaces the file's ranges with `ranges` (at most `capacity` lines, ``lines(_:)``).
+    /// Whether `range` goes on the line of `last`, the range before it: it starts where `last`
+    /// ends, with the same sends, failures and acceptance.
+    static func sharesLine(_ last: Range, _ range: Range) -> Bool {
+        last.sends == range.sends && last.failures == range.failures && last.accepted == range.accepted
+            && last.firstSeq.addingReportingOverflow(UInt64(last.count)) == (range.firstSeq, false)
+    }
+
+    /// Replaces the file's ranges with `ranges` (at most `capacity` lines, ``lineCount(_:)``).
     func save(_ ranges: [Range]) throws {
-        let lines = Self.lines(ranges)
-        precondition(lines.count <= Self.capacity, "delivery.inflight holds at most \(Self.capacity) lines")
-        // Written on every request: digits straight into the record, no strings.
+        precondition(Self.lineCount(ranges) <= Self.capacity, "delivery.inflight holds at most \(Self.capacity) lines")
+        // Written on every request: digits straight into the record, no strings, the lines
+        // found while writing.
         var record = [UInt8](repeating: UInt8(ascii: " "), count: Self.recordSize)
-        let boot = Array(bootID.utf8)
         let used = record.withUnsafeMutableBufferPointer { buffer -> Int in
             var at = 0
             func put(_ value: UInt64, then separator: UInt8) {
@@ -170,17 +170,21 @@ final class InflightFile: Sendable {
                 buffer[at + digits] = separator
                 at += digits + 1
             }
-            for line in lines {
-                let range = line[0]
+            var start = 0
+            while start < ranges.count {
+                var end = start + 1
+                while end < ranges.count && Self.sharesLine(ranges[end - 1], ranges[end]) { end += 1 }
+                let range = ranges[start]
                 put(range.firstSeq, then: UInt8(ascii: " "))
-                for (i, part) in line.enumerated() { put(UInt64(part.count), then: UInt8(ascii: i == line.count - 1 ? " " : ",")) }
+                for i in start..<end { put(UInt64(ranges[i].count), then: UInt8(ascii: i == end - 1 ? " " : ",")) }
                 put(UInt64(range.sends), then: UInt8(ascii: " "))
                 put(UInt64(range.failures), then: UInt8(ascii: range.accepted ? " " : "\n"))
                 if range.accepted {
-                    for byte in boot { buffer[at] = byte; at += 1 }
+                    for byte in bootID.utf8 { buffer[at] = byte; at += 1 }
                     buffer[at] = UInt8(ascii: "\n")
                     at += 1
                 }
+                start = end
             }
             return at
         }

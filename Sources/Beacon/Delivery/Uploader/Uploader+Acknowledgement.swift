@@ -40,7 +40,7 @@ extension Uploader {
     func deferAcknowledgement(end: LogPosition, range: InflightFile.Range?) {
         let accepted = range.map { InflightFile.Range(firstSeq: $0.firstSeq, count: $0.count, sends: $0.sends, failures: $0.failures, accepted: true) }
         // Joined only when `delivery.inflight` writes them on one line.
-        if let last = acknowledging.last, last.write == nil, let earlier = last.ranges.last, let accepted, InflightFile.lines([earlier, accepted]).count == 1 {
+        if let last = acknowledging.last, last.write == nil, let earlier = last.ranges.last, let accepted, InflightFile.sharesLine(earlier, accepted) {
             acknowledging[acknowledging.count - 1].end = end
             acknowledging[acknowledging.count - 1].ranges.append(accepted)
             acknowledging[acknowledging.count - 1].batches += 1

@@ -342,7 +342,7 @@ extension Uploader {
         let end = range.firstSeq + UInt64(range.count)
         var ranges = acknowledging.flatMap(\.ranges)
             + [range] + earlierInflight.filter { $0.firstSeq >= end }
-        while InflightFile.lines(ranges).count > InflightFile.capacity { ranges.removeLast() }
+        while InflightFile.lineCount(ranges) > InflightFile.capacity { ranges.removeLast() }
         // One pwrite into the page cache, on this actor: a hop to the I/O queue and back would
         // cost more than the write, between an answer and the next request.
         try inflightFile.save(ranges)
