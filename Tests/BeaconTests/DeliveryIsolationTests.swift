@@ -80,21 +80,27 @@ struct DeliveryIsolationTests {
         #expect(clock.now.offset < .seconds(60), "isolated after the backoffs of K = 3 failed attempts, not at the deadline")
     }
 
+    /// A tracker's configuration sending to `collector` with `delivery`, on `clock`, quiet.
+    func trackerConfiguration(_ dir: DeliveryTempDir, _ collector: Collector, _ clock: ManualClock, _ delivery: DeliveryConfiguration) -> Beacon.Configuration {
+        var config = Beacon.Configuration(directory: dir.path, serverURL: delivery.url)
+        config.lifecycleEvents = false
+        config.diagnostics = { _ in }
+        config.transport = collector.transport
+        config.monotonicClock = clock
+        config.delivery = delivery
+        return config
+    }
+
     @Test("the tracker's shutdown(deadline: 40 s) drains past a row the collector answers with 500; only that row is set aside")
     func trackerShutdownPastAPoisonRow() async throws {
         let dir = DeliveryTempDir()
         defer { dir.remove() }
         let collector = Collector { containsPoison($0) ? .status(500, body: clickHouseParseError) : nil }
         let clock = ManualClock()
-        var config = Beacon.Configuration(directory: dir.path, serverURL: URL(string: "http://127.0.0.1:9/events"))
-        config.lifecycleEvents = false
-        config.diagnostics = { _ in }
-        config.transport = collector.transport
-        config.monotonicClock = clock
         var delivery = DeliveryConfiguration(url: URL(string: "http://127.0.0.1:9/events")!)
         delivery.flushInterval = nil
         delivery.flushBulkSize = 1_000_000
-        config.delivery = delivery
+        let config = trackerConfiguration(dir, collector, clock, delivery)
         let beacon = try Beacon(configuration: config)
         for n in 0..<500 { beacon.track("Numbered", properties: ["n": .int(n), "item": .string(n == 321 ? "POISON" : "book")]) }
         // The background loop's first pass (for events of earlier runs) may, on a loaded machine,
@@ -116,12 +122,7 @@ struct DeliveryIsolationTests {
         try deliveryLog(dir, events: 0..<500, markerAt: [321]).close()
         let collector = Collector { containsPoison($0) ? .status(500, body: clickHouseParseError) : nil }
         let clock = ManualClock()
-        var config = Beacon.Configuration(directory: dir.path, serverURL: URL(string: "http://127.0.0.1:9/events"))
-        config.lifecycleEvents = false
-        config.diagnostics = { _ in }
-        config.transport = collector.transport
-        config.monotonicClock = clock
-        config.delivery = testDelivery(batch: 10)
+        let config = trackerConfiguration(dir, collector, clock, testDelivery(batch: 10))
         let beacon = try Beacon(configuration: config)
         // The loop's first pass delivers 0..<320, fails on the batch holding 321 and sleeps its backoff.
         let waitStart = ContinuousClock.now
