@@ -159,11 +159,17 @@ struct CrashStateTests {
 
     @Test("every sampled crash state opens to a gap-free FIFO run of what was appended, keeps what was durable, re-delivers nothing acknowledged, takes new appends", arguments: workloads)
     func crashStates(workload: Workload) throws {
-        let (states, problems) = try Self.explore(workload)
-        #expect(states >= 20, "\(workload): only \(states) crash states")
-        if Self.exhaustive { print("\(workload): \(states) crash states, \(problems.count) failing") }
+        try Self.expectCleanCrashStates(workload)
+    }
+
+    /// Explores `workload`'s crash states (``explore(_:)``) and expects at least 20 of them, none
+    /// failing; the suites with workloads of their own call it too.
+    static func expectCleanCrashStates(_ workload: Workload, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let (states, problems) = try explore(workload)
+        #expect(states >= 20, "\(workload): only \(states) crash states", sourceLocation: sourceLocation)
+        if exhaustive { print("\(workload): \(states) crash states, \(problems.count) failing") }
         let report = { "\(workload): \(problems.count) crash states fail, for example:\n" + problems.prefix(5).joined(separator: "\n") }
-        #expect(problems.isEmpty, "\(report())")
+        #expect(problems.isEmpty, "\(report())", sourceLocation: sourceLocation)
     }
 
     /// Records `workload`, then checks its crash states; returns how many it checked and one line
