@@ -20,15 +20,8 @@ extension Uploader {
     /// Cancelling the task ends the loop once the pass in flight has ended (``shutdown(timeout:)``
     /// and ``stop()`` cut that pass short); it does not shut the uploader down.
     public func run() async {
-        let (id, wakeup) = loopBegan()
-        defer { loopEnded(id, wakeup) }
-        while !Task.isCancelled {
-            switch await loopTurn(id) {
-            case .exit: return
-            case .again: continue
-            case .wait(let until): await wakeup.wait(until: until, time: time)
-            }
-        }
+        // The same loop as start()'s; the caller's reference keeps this uploader for its length.
+        await Self.runWhileReferenced(WeakUploader(self), time: time)
     }
 
     /// Runs the delivery loop in a task the uploader keeps: for owners without a task of their own
@@ -50,8 +43,9 @@ extension Uploader {
         init(_ uploader: Uploader) { self.uploader = uploader }
     }
 
-    /// ``run()`` for ``start()``: the uploader is held during a turn (a pass), never while the loop
-    /// sleeps; released meanwhile, its `deinit` wakes the loop, which then ends.
+    /// The delivery loop of ``run()`` and ``start()``: the uploader is held during a turn (a pass),
+    /// never while the loop sleeps; released meanwhile (``start()``'s task), its `deinit` wakes the
+    /// loop, which then ends.
     static func runWhileReferenced(_ reference: WeakUploader, time: MonotonicTime) async {
         guard let (id, wakeup) = reference.uploader?.loopBegan() else { return }
         defer { reference.uploader?.loopEnded(id, wakeup) }
