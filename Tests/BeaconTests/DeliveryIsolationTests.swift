@@ -39,10 +39,8 @@ final class Collector: Sendable {
     init(refuse: @escaping @Sendable (TransportRequest) -> InMemoryTransport.Reply?) {
         transport.setHandler { [weak self] request in
             if let reply = refuse(request) { return reply }
-            var body = request.body
-            if request.header("Content-Encoding") == "gzip" { body = (try? Gzip.decompress(body)) ?? [] }
-            let events = BatchSplitter.events(in: body) ?? []
-            self?.accepted.withLock { $0 += events }
+            let received = events(in: request)
+            self?.accepted.withLock { $0 += received }
             return nil
         }
     }

@@ -43,12 +43,15 @@ func trackID(_ event: some Collection<UInt8>) -> Int? {
 
 func trackIDs(_ events: [[UInt8]]) -> [Int] { events.compactMap { trackID($0) } }
 
-/// The `_track_id`s in a request body sent through an in-memory transport.
-func trackIDs(in request: TransportRequest) -> [Int] {
+/// The events in a request body sent through an in-memory transport (gunzipped if need be).
+func events(in request: TransportRequest) -> [[UInt8]] {
     var body = request.body
     if request.header("Content-Encoding") == "gzip" { body = (try? Gzip.decompress(body)) ?? [] }
-    return trackIDs(BatchSplitter.events(in: body) ?? [])
+    return BatchSplitter.events(in: body) ?? []
 }
+
+/// The `_track_id`s in a request body sent through an in-memory transport.
+func trackIDs(in request: TransportRequest) -> [Int] { trackIDs(events(in: request)) }
 
 /// A configuration for tests: no interval timer, no jitter, small batches.
 func testDelivery(_ url: URL = URL(string: "http://127.0.0.1:9/events")!, batch: Int = 10) -> DeliveryConfiguration {
