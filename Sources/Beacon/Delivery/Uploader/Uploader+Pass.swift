@@ -104,10 +104,11 @@ extension Uploader {
             current = nil
             // Unless a commit failed, or the quota deleted the batch under us.
             if !session.broken && session.checkpointSeq == checkpoint.seq {
-                // An isolated batch too short to prove the collector up grows when more is pending.
+                // A batch too short to prove the collector up (isolated, or holding an event
+                // refused without proof) grows when more is pending.
                 let left = UInt64(session.batch.count - 1 - session.ackedThrough)
                 let wanted = configuration.eventsPerRequest(pending: pendingEvents)
-                guard session.machine.isolating, !session.machine.proven, left < UInt64(wanted), pendingEvents > left else {
+                guard session.machine.awaitsProof, left < UInt64(wanted), pendingEvents > left else {
                     current = session
                     return session
                 }
@@ -207,7 +208,8 @@ extension Uploader {
         var sent = 0
         while true {
             if Task.isCancelled { return (sent, .deadline) }
-            switch session.machine.nextAction() {
+            let action = session.machine.nextAction()
+            switch action {
             case .finished:
                 return (sent, nil)
 
@@ -255,7 +257,7 @@ extension Uploader {
                 }
                 return (sent, .failed(fail(Self.error(.transient, message, answer: answer), retryAfter: answer.retryAfter)))
 
-            case .stop(.pause(let answer)):
+            case .stop(.pause(let answer)), .stop(.refusedEverything(let answer)):
                 guard let status = answer.status else {
                     // No answer: TLS refused the collector (the detail names the check and host).
                     let message = "\(answer.detail); delivery is paused with backoff and every event is kept (\(pendingEvents) pending). Fix the TLS configuration (CA, client certificate) or the collector's certificate"
@@ -264,7 +266,9 @@ extension Uploader {
                     counters.paused = "TLS"
                     return (sent, .failed(fail(error, retryAfter: nil)))
                 }
-                let message = "\(RedactedURL(configuration.url)) answered \(status)\(Self.hint(status))\(Self.quote(answer.detail)); delivery is paused with backoff and every event is kept (\(pendingEvents) pending). Fix the collector URL or credentials"
+                let message = action == .stop(.refusedEverything(answer))
+                    ? "\(RedactedURL(configuration.url)) answered \(status)\(Self.quote(answer.detail)) to every request, down to single events, and accepted none: the collector refuses this client, not its data (a client certificate it requires? http:// to an https port? a proxy?); no event was set aside, delivery is paused with backoff and every event is kept (\(pendingEvents) pending). Fix the collector URL, TLS or proxy settings"
+                    : "\(RedactedURL(configuration.url)) answered \(status)\(Self.hint(status))\(Self.quote(answer.detail)); delivery is paused with backoff and every event is kept (\(pendingEvents) pending). Fix the collector URL or credentials"
                 let error = Self.error(.configuration, message, answer: answer)
                 if counters.paused == nil || counters.lastStatus != status { diagnostics(message, error) }
                 counters.paused = "HTTP \(status)"
