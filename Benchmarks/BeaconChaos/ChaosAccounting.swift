@@ -8,6 +8,8 @@ enum ChaosAccounting {
         var id: UInt64
         var status: Int?
         var reason: String
+        /// `rejected_at`, milliseconds since 1970.
+        var at: Int64 = 0
         var line: String
     }
 
@@ -33,7 +35,7 @@ enum ChaosAccounting {
 
     static func account(_ source: ChaosSource, events: ChaosEvents, produced ranges: [Range<UInt64>], maybe: [Range<UInt64>],
                         arrivals: ChaosCollector.Arrivals, status: [String: Any], rejected: [SetAside],
-                        interruptions: Int, maxBatch: Int) -> Result {
+                        outages: [ClosedRange<Int64>] = [], interruptions: Int, maxBatch: Int) -> Result {
         var result = Result(source: source)
         func problem(_ text: String) { result.problems.append("\(source): \(text)") }
         func list(_ ids: some Collection<UInt64>) -> String {
@@ -77,6 +79,9 @@ enum ChaosAccounting {
                 continue
             }
             if !produced.contains(entry.id) && !unsure.contains(entry.id) { problem("set aside id \(entry.id) was never produced: \(entry.line)") }
+            if let outage = outages.first(where: { $0.contains(entry.at) }) {
+                problem("id \(entry.id) was set aside during an outage (the collector's port was closed from \(outage.lowerBound) to \(outage.upperBound == Int64.max ? "the end" : String(outage.upperBound)) ms): \(entry.line)")
+            }
             if !events.isPoison(entry.id, source) {
                 problem("id \(entry.id) was set aside though the collector never refused it alone (not a poison event): \(entry.line)")
             } else if entry.status != 400 {

@@ -53,6 +53,8 @@ final class ChaosCollector: Sendable {
         /// `collector.log`: one line per request (seconds since the start, source, first id,
         /// events, answer).
         var log: UnsafeMutablePointer<FILE>?
+        /// When the port was closed, in milliseconds since 1970: from, and to (nil while down).
+        var downWindows: [(from: Int64, to: Int64?)] = []
     }
 
     let port: UInt16
@@ -81,6 +83,11 @@ final class ChaosCollector: Sendable {
     func url(_ source: ChaosSource) -> String { "http://127.0.0.1:\(port)\(source.path)" }
 
     var answers: [Answer: Int] { state.withLock { $0.answers } }
+
+    /// The times the port was closed (milliseconds since 1970), the last one open-ended while down.
+    var downWindows: [ClosedRange<Int64>] { state.withLock { $0.downWindows.map { $0.from...($0.to ?? Int64.max) } } }
+
+    static func epochMillis() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
     var malformed: [String] { state.withLock { $0.malformed } }
 
     func arrivals(_ source: ChaosSource) -> Arrivals { state.withLock { $0.arrivals[source] ?? Arrivals() } }
@@ -102,6 +109,7 @@ final class ChaosCollector: Sendable {
     /// Closes the listener and every open connection: new connections are refused until ``comeUp()``.
     func goDown() {
         note("down")
+        state.withLock { $0.downWindows.append((Self.epochMillis(), nil)) }
         let (listener, connections) = state.withLock { s in
             defer { s.listener = -1 }
             return (s.listener, s.connections)
@@ -127,7 +135,10 @@ final class ChaosCollector: Sendable {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
             }
             if bound == 0 && listen(fd, 128) == 0 {
-                state.withLock { $0.listener = fd }
+                state.withLock { s in
+                    s.listener = fd
+                    if let last = s.downWindows.indices.last, s.downWindows[last].to == nil { s.downWindows[last].to = Self.epochMillis() }
+                }
                 startAccepting(fd)
                 return
             }

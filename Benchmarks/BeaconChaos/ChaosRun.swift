@@ -349,7 +349,7 @@ final class ChaosRun: @unchecked Sendable {
             .sidecar, events: events,
             produced: [0..<produced], maybe: [],
             arrivals: collector.arrivals(.sidecar), status: sidecarStatus,
-            rejected: try readRejected(sidecarDir),
+            rejected: try readRejected(sidecarDir), outages: collector.downWindows,
             interruptions: (counts["kills"] ?? 0) + (counts["terms"] ?? 0) + (counts["stops"] ?? 0) + (counts["collector_restarts"] ?? 0) + (counts["outages"] ?? 0),
             maxBatch: sender.maxBatch))
         let incarnations = tracker.incarnations.withLock { $0 }
@@ -358,7 +358,7 @@ final class ChaosRun: @unchecked Sendable {
             produced: incarnations.compactMap { incarnation in incarnation.durable.map { incarnation.start..<($0 + 1) } },
             maybe: incarnations.map { ($0.durable.map { $0 + 1 } ?? $0.start)..<$0.announcedEnd },
             arrivals: collector.arrivals(.tracker), status: trackerStatus,
-            rejected: try readRejected(trackerDir),
+            rejected: try readRejected(trackerDir), outages: collector.downWindows,
             interruptions: (counts["tracker_kills"] ?? 0) + (counts["tracker_terms"] ?? 0) + (counts["tracker_stops"] ?? 0) + (counts["collector_restarts"] ?? 0) + (counts["outages"] ?? 0),
             maxBatch: 20))
         return report
@@ -405,7 +405,7 @@ final class ChaosRun: @unchecked Sendable {
                   let id = ChaosEvents.id(in: bytes[recordStart.upperBound...]) else {
                 throw ChaosFailure("\(directory)/rejected.jsonl has a line without a record id: \(String(decoding: bytes.prefix(300), as: UTF8.self))")
             }
-            return ChaosAccounting.SetAside(id: id, status: object["status"] as? Int, reason: object["reason"] as? String ?? "", line: String(decoding: bytes.prefix(400), as: UTF8.self))
+            return ChaosAccounting.SetAside(id: id, status: object["status"] as? Int, reason: object["reason"] as? String ?? "", at: (object["rejected_at"] as? NSNumber)?.int64Value ?? 0, line: String(decoding: bytes.prefix(400), as: UTF8.self))
         }
     }
 }

@@ -21,12 +21,12 @@ enum ChaosSelfTest {
         }
         func account(delivered: [UInt64], dropped: Int = 0, rejected: [ChaosAccounting.SetAside] = [rejectedPoison],
                      corrupt: Int = 0, mismatches: Int = 0, interruptions: Int = 1, maxBatch: Int = 10,
-                     duplicateRequests: Int = 0) -> [String] {
+                     duplicateRequests: Int = 0, outages: [ClosedRange<Int64>] = []) -> [String] {
             var collected = arrivals(delivered, mismatches: mismatches)
             collected.requestsWithDuplicates = duplicateRequests
             let status: [String: Any] = ["dropped": ["quotaDeleted": dropped], "corrupt_skipped": corrupt, "pending_records": 0]
             return ChaosAccounting.account(.sidecar, events: events, produced: [0..<count], maybe: [], arrivals: collected, status: status,
-                                           rejected: rejected, interruptions: interruptions, maxBatch: maxBatch).problems
+                                           rejected: rejected, outages: outages, interruptions: interruptions, maxBatch: maxBatch).problems
         }
         let good = all.filter { $0 != poison }
         var failures: [String] = []
@@ -50,10 +50,11 @@ enum ChaosSelfTest {
         expect("set aside and delivered", account(delivered: all), "also delivered")
         expect("set aside twice", account(delivered: good, rejected: [rejectedPoison, rejectedPoison]), "set aside twice")
         expect("poison neither set aside nor dropped", account(delivered: good, rejected: []), "lost without being counted")
+        expect("set aside during an outage", account(delivered: good, rejected: [.init(id: poison, status: 400, reason: "HTTP 400", at: 1500, line: "x")], outages: [1000...2000]), "during an outage")
         expect("passed over", account(delivered: good, corrupt: 1), "passed over")
         expect("duplicates beyond the bound", account(delivered: good + good.suffix(30), duplicateRequests: 1), "beyond the bound")
         if failures.isEmpty {
-            print("beacon-chaos self-test: the accounting passes the clean outcomes and catches each of 12 broken ones")
+            print("beacon-chaos self-test: the accounting passes the clean outcomes and catches each of 13 broken ones")
             exit(0)
         }
         for failure in failures { print("beacon-chaos self-test FAILED: \(failure)") }
