@@ -28,7 +28,7 @@ struct SendExitTests {
 
     @Test("waitFor returns after its task let go of the closure and everything it captured, every time")
     func closureReleasedBeforeReturn() {
-        for round in 0..<5 {
+        for round in 0..<20 {
             let flag = Flag()
             let value = SendCommand.waitFor({ [witness = Witness(flag)] in
                 witness.touch()

@@ -149,7 +149,10 @@ struct DeliveryStateMachine: Sendable {
     ///     against the batch, so a crash loop re-sends the batch whole, with the same key. They
     ///     resume the isolation (the bisection), never count towards setting an event aside.
     ///   - isolateAfter: failed passes at the batch before it is isolated.
-    init(count: Int, earlierSends: Int = 0, earlierFailures: Int = 0, isolateAfter: Int) {
+    ///   - proven: a 2xx of this process's current pass proved the collector up before this
+    ///     machine was made (an earlier machine for the same events whose commit failed on
+    ///     storage, not on the collector).
+    init(count: Int, earlierSends: Int = 0, earlierFailures: Int = 0, isolateAfter: Int, proven: Bool = false) {
         precondition(count > 0, "a batch holds at least one event")
         precondition(isolateAfter > 0, "isolateAfter must be positive")
         self.count = count
@@ -157,6 +160,7 @@ struct DeliveryStateMachine: Sendable {
         self.failedPasses = earlierFailures
         self.segments = [Segment(range: 0..<count, sends: earlierSends)]
         if isolating { beginIsolation() }
+        self.proven = proven
     }
 
     /// True once `isolateAfter` passes at this batch have failed.

@@ -100,7 +100,12 @@ extension Uploader {
         let readFrom = acknowledging.last.map { max($0.end, log.checkpoint) }
         let checkpoint = readFrom ?? log.checkpoint
         var earlierPasses = 0
+        var growing = false
+        // A commit that failed on storage (not on the collector) keeps the pass's proof that the
+        // collector accepts this client's data: the batch read again does not re-send a probe.
+        var provenBeforeBreak = false
         if let session = current {
+            provenBeforeBreak = session.broken && session.machine.proven
             current = nil
             // Unless a commit failed, or the quota deleted the batch under us.
             if !session.broken && session.checkpointSeq == checkpoint.seq {
@@ -113,6 +118,7 @@ extension Uploader {
                     return session
                 }
                 earlierPasses = session.machine.failedPasses
+                growing = true
             }
         }
         if !inflightLoaded {
@@ -127,7 +133,8 @@ extension Uploader {
         var batch: LogBatch
         var payload: RequestBuilder.Payload?
         var earlierSends = earlierPasses, earlierFailures = earlierPasses
-        if earlierPasses == 0, let range = savedInflight, range.firstSeq == checkpoint.seq {
+        // Not when growing: the range recorded is the short batch that could not prove the collector up.
+        if !growing, let range = savedInflight, range.firstSeq == checkpoint.seq {
             batch = try await onIO { try log.read(from: readFrom, maxRecords: range.count, maxBytes: Int.max) }
             earlierSends = range.sends
             earlierFailures = range.failures
@@ -160,7 +167,8 @@ extension Uploader {
             count: sendable.count,
             earlierSends: sendable.count == batch.count ? earlierSends : 0,
             earlierFailures: sendable.count == batch.count ? earlierFailures : 0,
-            isolateAfter: configuration.isolateAfterFailures)
+            isolateAfter: configuration.isolateAfterFailures,
+            proven: provenBeforeBreak)
         return Session(batch: batch, sendable: sendable, machine: machine, payload: sendable.count == batch.count ? payload : nil)
     }
 
