@@ -25,7 +25,9 @@ extension BeaconLog {
             }
             // Under the reader lock, so that an acknowledgement (which deletes segments and moves
             // the checkpoint under it too) cannot change what counts as pending meanwhile.
-            let deleted = try checkpointIO.withLock { cio in try readerIO.withLock { rio -> UInt64? in
+            // Without the reader lock, also excluding the reader process's acknowledgements, so
+            // that each record is counted once: dropped here, or delivered there (see DropExclusion).
+            let deleted = try excludingAcknowledgements { try checkpointIO.withLock { cio in try readerIO.withLock { rio -> UInt64? in
                 guard state.withLock({ $0.segments.first?.number == oldest.number }) else { return nil }
                 // Sequence numbers of the victim's and the next segment's first records: read their first lines.
                 let firstSeqOfNext = try firstSeq(ofSegment: nextStart.segment) ?? state.withLock { $0.written.seq }
@@ -64,11 +66,20 @@ extension BeaconLog {
                     // The reader process deleted it first.
                 }
                 return dropped
-            } }
+            } } }
             guard let deleted else { continue }
             if deleted > 0 { config.onDropped?(deleted) }
             try fs.syncDirectory(directory)
         }
+    }
+
+    /// Runs `body` (a quota drop) excluding another process's acknowledgements: under
+    /// ``DropExclusion`` on `reader.lock` when this instance does not hold the reader lock itself.
+    func excludingAcknowledgements<T>(_ body: () throws -> T) throws -> T {
+        guard !canAcknowledge else { return try body() }
+        let file = try fs.open(directory + "/" + LockKind.reader.rawValue + ".lock", .createOrOpen)
+        defer { fs.close(file) }
+        return try DropExclusion.withLock(file, body)
     }
 
     /// Drops from the segment list the segments a reader process deleted after acknowledging them.

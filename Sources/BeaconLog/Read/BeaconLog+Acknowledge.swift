@@ -52,7 +52,14 @@ extension BeaconLog {
                 }
             }
             guard behind else { return }
-            try writeCheckpoint(normalized(position), io: &cio)
+            if canWrite {
+                try writeCheckpoint(normalized(position), io: &cio)
+            } else {
+                try excludingDrops {
+                    countDeliveredAfterDrop(from: current.seq, through: position.seq)
+                    try writeCheckpoint(normalized(position), io: &cio)
+                }
+            }
             guard canWrite else {
                 try readerIO.withLock { io in try deleteAcknowledgedSegments(io: &io) }
                 return
@@ -63,6 +70,33 @@ extension BeaconLog {
             // for. Still under the checkpoint writer's lock, after the checkpoint is durable.
             guard !acknowledgedSegments().isEmpty else { return }
             try remove(segments: readerIO.withLock { io in forgetAcknowledgedSegments(io: &io) })
+        }
+    }
+
+    /// Runs `body` (writing the checkpoint) excluding the writer process's quota drops (see
+    /// ``DropExclusion``), on the `reader.lock` this `.read` instance holds.
+    func excludingDrops<T>(_ body: () throws -> T) throws -> T {
+        guard let file = locks.withLock({ $0.first { $0.file.path.hasSuffix("/" + LockKind.reader.rawValue + ".lock") }?.file }) else { return try body() }
+        return try DropExclusion.withLock(file, body)
+    }
+
+    /// Counts the records from `from` to `upTo` (seqs) that this `.read` instance read from a
+    /// segment that is gone now: another process's quota deleted it after they were read, and
+    /// counted them as dropped (every record of it at or after the checkpoint, which is `from`:
+    /// under ``DropExclusion`` the drop read this reader's last checkpoint). They are being
+    /// acknowledged, so they were delivered: `deliveredAfterDrop` takes them back out of what is
+    /// reported as dropped. (This reader deletes only segments wholly before its checkpoint.)
+    func countDeliveredAfterDrop(from: UInt64, through upTo: UInt64) {
+        let runs = state.withLock { s in s.readRuns.filter { $0.seqs.upperBound > from && $0.seqs.lowerBound < upTo } }
+        var delivered: UInt64 = 0
+        for run in runs where (try? fs.fileSize(path(ofSegment: run.segment))) == .some(nil) {
+            delivered += min(run.seqs.upperBound, upTo) - max(run.seqs.lowerBound, from)
+        }
+        state.withLock { s in
+            s.readRuns.removeAll { $0.seqs.upperBound <= upTo }
+            guard delivered > 0 else { return }
+            s.deliveredAfterDrop += delivered
+            countersChanged(&s)
         }
     }
 

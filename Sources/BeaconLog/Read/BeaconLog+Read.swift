@@ -177,7 +177,27 @@ extension BeaconLog {
                     }
                 }
             }
+            // Which segment each record came from, for a `.read` instance: one another process's
+            // quota deletes before the acknowledgement was counted as dropped there.
+            var runs: [(segment: UInt64, seqs: Range<UInt64>)] = []
+            if !canWrite && canAcknowledge {
+                for (k, seq) in seqs.enumerated() {
+                    if let last = runs.last, last.segment == ends[k].segment {
+                        runs[runs.count - 1].seqs = last.seqs.lowerBound..<max(last.seqs.upperBound, seq + 1)
+                    } else {
+                        runs.append((ends[k].segment, seq..<(seq + 1)))
+                    }
+                }
+            }
             state.withLock { s in
+                for run in runs {
+                    if let i = s.readRuns.firstIndex(where: { $0.segment == run.segment }) {
+                        let known = s.readRuns[i].seqs
+                        s.readRuns[i].seqs = min(known.lowerBound, run.seqs.lowerBound)..<max(known.upperBound, run.seqs.upperBound)
+                    } else {
+                        s.readRuns.append(run)
+                    }
+                }
                 if !seqs.isEmpty { s.readThrough = max(s.readThrough, pos.seq) }
                 if !canWrite, s.readEnd.map({ pos.seq >= $0.seq && !(pos < $0) }) ?? true { s.readEnd = pos }
             }
