@@ -7,9 +7,32 @@ import Glibc
 /// holds on the same file for its whole life (Linux keeps the two kinds apart).
 ///
 /// With it, a drop either comes before an acknowledgement (which then finds the segments its
-/// records came from gone: those records were counted as dropped and were delivered) or after it
-/// (and reads the new checkpoint: it does not count them). See `countDeliveredAfterDrop`.
+/// records came from dropped: those records were counted as dropped and were delivered) or after
+/// it (and reads the new checkpoint: it does not count them). See `countDeliveredAfterDrop`.
+///
+/// The drop leaves its mark in `reader.lock` under the lock: at byte 32, after the holder's pid,
+/// one more than the newest segment number the quota deleted (8 bytes, little-endian). The quota
+/// deletes the oldest segment first, so every segment below the mark is gone: the reader needs
+/// one `pread` per acknowledgement, not a look at each segment. A new reader truncates the file
+/// when it takes the lock, and starts with no mark: it never read what was dropped before.
 enum DropExclusion {
+    static let markOffset: UInt64 = 32
+
+    /// The drop mark in `file` (0: none).
+    static func mark(in file: LogFile, fs: any FileSystem) -> UInt64 {
+        var bytes = [UInt8](repeating: 0, count: 8)
+        let n = (try? bytes.withUnsafeMutableBytes { try fs.read(file, into: $0, at: markOffset) }) ?? 0
+        guard n == 8 else { return 0 }
+        return bytes.withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) }
+    }
+
+    /// Raises the drop mark in `file` to cover segment `number`.
+    static func noteDrop(of number: UInt64, in file: LogFile, fs: any FileSystem) throws {
+        guard mark(in: file, fs: fs) <= number else { return }
+        let bytes = withUnsafeBytes(of: (number + 1).littleEndian) { Array($0) }
+        try bytes.withUnsafeBytes { try fs.write(file, $0, at: markOffset) }
+    }
+
     /// `F_OFD_SETLKW` (Linux 3.15; not exported by Swift's Glibc module).
     static let setLockWaiting: Int32 = 38
 

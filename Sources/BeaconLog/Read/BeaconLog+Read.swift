@@ -9,6 +9,19 @@ extension BeaconLog {
     /// after a failed fsync) is passed over silently. Records are read from the file system as soon
     /// as they are written, before they are durable; ``acknowledge(through:)`` makes them durable
     /// first.
+    ///
+    /// Beside a writer in another process, what a reader may trust, in every durability mode:
+    /// - Bytes of a sealed segment (one with a newer segment after it) and of any segment while no
+    ///   writer holds `writer.lock` are final: a damaged line there (zeros, a partial frame, a bad
+    ///   CRC) is read once more, then passed over and counted.
+    /// - In the newest segment while a writer holds the lock (the live region), nothing is: a
+    ///   `pread` copies page by page while the writer's `write(2)` does too, so a read may find a
+    ///   later page written and an earlier one still zeros (segments are preallocated, so the
+    ///   size says nothing), or a frame's start and then zeros. A damaged line there ends the
+    ///   batch; the next read reads it again. A line whose CRC matches is whole: the CRC covers
+    ///   the event, and the framing around it is checked byte by byte.
+    /// - Under `.none` an aligned write may end the file inside a frame: reading stops at the
+    ///   last whole line, as at any incomplete line.
     public func read(from position: LogPosition? = nil, maxRecords: Int = 50, maxBytes: Int = 1 << 20) throws -> LogBatch {
         precondition(maxRecords > 0, "maxRecords must be positive")
         let start = try state.withLock { s -> LogPosition in
