@@ -16,20 +16,8 @@ cd "$(dirname "$0")/.."
 
 config=debug bin="" rounds=50 events=200000 syncs="batch none each" batches="50 500"
 usage="usage: $0 [--release | --bin DIR] [--rounds N] [--events N] [--syncs \"batch none each\"] [--batches \"50 500\"]"
-while [ $# -gt 0 ]; do
-  case $1 in
-    --release) config=release ;;
-    --bin) bin=$2; shift ;;
-    --rounds) rounds=$2; shift ;;
-    --events) events=$2; shift ;;
-    --syncs) syncs=$2; shift ;;
-    --batches) batches=$2; shift ;;
-    -h|--help) echo "$usage"; exit 0 ;;
-    *) echo "$usage" >&2; exit 64 ;;
-  esac
-  shift
-done
 . Benchmarks/script-support.sh
+parse_flags "$usage" rounds events syncs batches -- "$@"
 resolve_bin "$config" beacon
 beacon=$bin/beacon
 start_work beacon-append-follow

@@ -29,11 +29,46 @@ start_work() {
 }
 
 stop_work() {
-  local pid
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do
-    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-  done
+  stop_processes 50 "${pids[@]}"
   rm -rf "$work"
+}
+
+# Stops each PID: SIGTERM to all, then SIGKILL to each still running after TENTHS tenths of a
+# second, and reaps the script's own children.
+#   stop_processes TENTHS PID...
+stop_processes() {
+  local tenths=$1 pid
+  shift
+  for pid in "$@"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "$@"; do
+    for _ in $(seq 1 "$tenths"); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+}
+
+# Reads the command line: --release (config=release), --bin DIR (bin=DIR), -h/--help (prints
+# USAGE), and --NAME VALUE for each NAME listed (sets the variable NAME); anything else is a
+# usage error (exit 64).
+#   parse_flags USAGE NAME... -- "$@"
+parse_flags() {
+  local usage=$1 names=() name known
+  shift
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do names+=("$1"); shift; done
+  shift
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --release) config=release ;;
+      --bin) bin=$2; shift ;;
+      -h|--help) echo "$usage"; exit 0 ;;
+      --*)
+        known=""
+        for name in "${names[@]}"; do [ "$1" = "--$name" ] && known=$name; done
+        [ -n "$known" ] && [ $# -ge 2 ] || { echo "$usage" >&2; exit 64; }
+        printf -v "$known" '%s' "$2"
+        shift ;;
+      *) echo "$usage" >&2; exit 64 ;;
+    esac
+    shift
+  done
 }

@@ -20,20 +20,8 @@ cd "$(dirname "$0")/.."
 
 config=debug bin="" seconds=180 rate=20000 backlog=1000000 batches="500" limit_kib=$((64 * 1024))
 usage="usage: $0 [--release | --bin DIR] [--seconds S] [--rate N] [--backlog N] [--batches \"500 50\"]"
-while [ $# -gt 0 ]; do
-  case $1 in
-    --release) config=release ;;
-    --bin) bin=$2; shift ;;
-    --seconds) seconds=$2; shift ;;
-    --rate) rate=$2; shift ;;
-    --backlog) backlog=$2; shift ;;
-    --batches) batches=$2; shift ;;
-    -h|--help) echo "$usage"; exit 0 ;;
-    *) echo "$usage" >&2; exit 64 ;;
-  esac
-  shift
-done
 . Benchmarks/script-support.sh
+parse_flags "$usage" seconds rate backlog batches -- "$@"
 resolve_bin "$config" beacon beacon-bench
 beacon=$bin/beacon
 [ -x /usr/bin/time ] || { echo "$0: /usr/bin/time is missing (apt-get install time)" >&2; exit 64; }
