@@ -8,8 +8,8 @@ package struct DirectoryLock: Sendable {
     package let file: LogFile
 
     /// Takes the lock or throws `.locked` naming the holder's pid.
-    package static func acquire(_ kind: BeaconLog.LockKind, directory: String, fileSystem: any FileSystem) throws -> DirectoryLock {
-        let path = directory + "/" + kind.rawValue + ".lock"
+    package static func acquire(_ kind: BeaconLog.LockKind, directory: LogDirectory, fileSystem: any FileSystem) throws -> DirectoryLock {
+        let path = directory.file(kind.rawValue + ".lock")
         let file = try fileSystem.open(path, .createOrOpen)
         guard try tryLockBriefly(file, fileSystem: fileSystem) else {
             let pid = readPID(file, fileSystem: fileSystem)
@@ -18,7 +18,7 @@ package struct DirectoryLock: Sendable {
             throw BeaconLogError(
                 .locked,
                 "the log directory's \(kind.rawValue) lock is held by \(holder); only one \(kind.rawValue) may use a directory at a time. Stop the other process or use another directory",
-                path: path, lockHolderPID: pid)
+                path: path.path, lockHolderPID: pid)
         }
         try fileSystem.truncate(file, to: 0)
         let text = Array("\(getpid())\n".utf8)
@@ -40,7 +40,8 @@ package struct DirectoryLock: Sendable {
     package static func readPID(_ file: LogFile, fileSystem: any FileSystem) -> Int32? {
         var bytes = [UInt8](repeating: 0, count: 32)
         let n = (try? bytes.withUnsafeMutableBytes { try fileSystem.read(file, into: $0, at: 0) }) ?? 0
-        let text = String(decoding: bytes.prefix(n), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        // The pid's line; `reader.lock` also holds the quota's drop mark further on (see DropExclusion).
+        let text = String(decoding: bytes.prefix(n).prefix { $0 != 0 }, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         return Int32(text)
     }
 
