@@ -349,7 +349,7 @@ final class ChaosRun: @unchecked Sendable {
             .sidecar, events: events,
             produced: [0..<produced], maybe: [],
             arrivals: collector.arrivals(.sidecar), status: sidecarStatus,
-            rejected: try readRejected(sidecarDir), outages: collector.downWindows,
+            rejected: try readRejected(sidecarDir), outages: collector.downWindows, toolDropped: appendSaidDropped(),
             interruptions: (counts["kills"] ?? 0) + (counts["terms"] ?? 0) + (counts["stops"] ?? 0) + (counts["collector_restarts"] ?? 0) + (counts["outages"] ?? 0),
             maxBatch: sender.maxBatch))
         let incarnations = tracker.incarnations.withLock { $0 }
@@ -377,6 +377,16 @@ final class ChaosRun: @unchecked Sendable {
         }
         if status != 0 { problem("\(what) ended with \(ChaosChild.describe(status)) after SIGTERM (expected exit 0; see \(logDir)/\(log).log)") }
         return true
+    }
+
+    /// The records `beacon append` said the quota dropped, over all its runs: the sum of the
+    /// "dropped N of the oldest pending records" at the end of each run, in `append.log`.
+    func appendSaidDropped() -> Int {
+        let text = (try? String(contentsOfFile: logDir + "/append.log", encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").reduce(0) { total, line in
+            guard let range = line.range(of: ") dropped ") else { return total }
+            return total + (Int(line[range.upperBound...].prefix { $0.isNumber }) ?? 0)
+        }
     }
 
     /// `beacon status DIR --json`, parsed.
