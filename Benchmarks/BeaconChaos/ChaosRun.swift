@@ -379,14 +379,19 @@ final class ChaosRun: @unchecked Sendable {
         return true
     }
 
-    /// The records `beacon append` said the quota dropped, over all its runs: the sum of the
-    /// "dropped N of the oldest pending records" at the end of each run, in `append.log`.
-    func appendSaidDropped() -> Int {
+    /// The records `beacon append` said the quota dropped, over all its runs (the sum of the
+    /// "dropped N of the oldest pending records" ending each run, in `append.log`), and whether
+    /// it called them "never delivered" (then the count must be exact; otherwise it is the
+    /// quota's own count, of which `beacon status` takes back those delivered after all).
+    func appendSaidDropped() -> ChaosAccounting.ToolCount {
         let text = (try? String(contentsOfFile: logDir + "/append.log", encoding: .utf8)) ?? ""
-        return text.split(separator: "\n").reduce(0) { total, line in
-            guard let range = line.range(of: ") dropped ") else { return total }
-            return total + (Int(line[range.upperBound...].prefix { $0.isNumber }) ?? 0)
+        var count = ChaosAccounting.ToolCount()
+        for line in text.split(separator: "\n") {
+            guard let range = line.range(of: ") dropped ") else { continue }
+            count.dropped += Int(line[range.upperBound...].prefix { $0.isNumber }) ?? 0
+            if line.contains("never delivered") { count.saysNeverDelivered = true }
         }
+        return count
     }
 
     /// `beacon status DIR --json`, parsed.
