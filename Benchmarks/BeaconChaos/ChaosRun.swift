@@ -189,7 +189,11 @@ final class ChaosRun: @unchecked Sendable {
 
     // MARK: The run
 
-    func count(_ key: String) { counts[key, default: 0] += 1 }
+    /// Counts an action for the summary and notes it in `collector.log`.
+    func count(_ key: String) {
+        counts[key, default: 0] += 1
+        collector.note(key)
+    }
 
     func run() throws -> ChaosReport {
         for dir in [sidecarDir, trackerDir] { try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true) }
