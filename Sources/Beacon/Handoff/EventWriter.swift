@@ -42,6 +42,8 @@ final class EventWriter: Sendable {
     /// buffer and how much one refusal (a `.rejectNew` quota) can take with it.
     let recordsPerAppend: Int
     private let lock: ConditionLock<State>
+    /// Commit latency, stalls and the quota (WriterWatch.swift).
+    let watch: WriterWatch
 
     /// A record whose task waits for room (``enqueueWaitingForRoom(_:)``).
     struct RoomWaiter: Sendable {
@@ -96,8 +98,9 @@ final class EventWriter: Sendable {
         }
     }
 
-    init(log: BeaconLog, capacity: Int, backpressure: Beacon.Backpressure, recordsPerAppend: Int = 4096, hooks: Hooks) {
+    init(log: BeaconLog, capacity: Int, backpressure: Beacon.Backpressure, recordsPerAppend: Int = 4096, watch: WriterWatch = WriterWatch(), hooks: Hooks) {
         self.log = log
+        self.watch = watch
         self.recordsPerAppend = max(1, recordsPerAppend)
         self.capacity = max(capacity, 1)
         self.backpressure = backpressure
@@ -208,10 +211,13 @@ final class EventWriter: Sendable {
     /// A test seam: a frozen writer takes nothing from the queue, like one stuck in a stalled
     /// disk's `write` or `fsync`. Closing unfreezes it.
     func setFrozen(_ frozen: Bool) {
-        lock.withLock { held in
-            held.state.frozen = frozen
+        let changed = lock.withLock { held -> Bool in
+            defer { held.state.frozen = frozen }
             held.broadcast()
+            return held.state.frozen != frozen
         }
+        // To the watch, a frozen writer is one whose commit does not complete.
+        if changed { frozen ? watch.commitBegan() : watch.commitEnded() }
     }
 
     /// Records handed to the writer that the log did not refuse: written, being written or queued.
@@ -245,6 +251,7 @@ final class EventWriter: Sendable {
     /// Stops accepting records, writes what is queued and stops the thread. Blocks until done,
     /// except when called on the writer thread itself (from a hook), where it only asks it to stop.
     func close() {
+        defer { watch.close() }
         let abandoned = lock.withLock { held -> [RoomWaiter] in
             held.state.closing = true
             held.broadcast()
@@ -324,6 +331,8 @@ final class EventWriter: Sendable {
     }
 
     private func append(_ batch: [[UInt8]], hooks: Hooks) {
+        watch.commitBegan()
+        defer { watch.commitEnded() }
         do {
             try log.append(contentsOf: batch)
             if let onAppended = hooks.onAppended { onAppended(log.stats.pendingRecords) }

@@ -253,7 +253,9 @@ extension Uploader {
                 } else {
                     message = "sending \(count) events to \(RedactedURL(configuration.url)) failed: \(answer.detail); they stay stored and are retried"
                 }
-                return (sent, .failed(fail(Self.error(.transient, message, answer: answer), retryAfter: answer.retryAfter)))
+                let error = Self.error(.transient, message, answer: answer)
+                observePause(answer.status.map { "HTTP \($0)" } ?? answer.detail, error: error)
+                return (sent, .failed(fail(error, retryAfter: answer.retryAfter)))
 
             case .stop(.pause(let answer)):
                 guard let status = answer.status else {
@@ -261,12 +263,15 @@ extension Uploader {
                     let message = "\(answer.detail); delivery is paused with backoff and every event is kept (\(pendingEvents) pending). Fix the TLS configuration (CA, client certificate) or the collector's certificate"
                     let error = Self.error(.configuration, message, answer: answer)
                     if counters.paused != "TLS" { diagnostics(message, error) }
+                    observePause("TLS: \(answer.detail)", error: error, announced: counters.paused != "TLS")
                     counters.paused = "TLS"
                     return (sent, .failed(fail(error, retryAfter: nil)))
                 }
                 let message = "\(RedactedURL(configuration.url)) answered \(status)\(Self.hint(status))\(Self.quote(answer.detail)); delivery is paused with backoff and every event is kept (\(pendingEvents) pending). Fix the collector URL or credentials"
                 let error = Self.error(.configuration, message, answer: answer)
-                if counters.paused == nil || counters.lastStatus != status { diagnostics(message, error) }
+                let announce = counters.paused == nil || counters.lastStatus != status
+                if announce { diagnostics(message, error) }
+                observePause("HTTP \(status)", error: error, announced: announce)
                 counters.paused = "HTTP \(status)"
                 return (sent, .failed(fail(error, retryAfter: answer.retryAfter)))
 
