@@ -33,6 +33,14 @@ let package = Package(
             dependencies: ["Beacon", "BeaconLog", "BeaconTesting", "BeaconTestSupport"],
             path: "Benchmarks/BeaconBenchmarks"
         ),
+        // The chaos harness (`swift run beacon-chaos --seed S --duration 60s`): `beacon append`,
+        // `beacon send --follow` and a tracker in child processes, killed, stopped and restarted
+        // at random against a collector of its own answering every documented way; exact accounting.
+        .executableTarget(
+            name: "beacon-chaos",
+            dependencies: ["Beacon", "BeaconLog", "BeaconTestSupport"],
+            path: "Benchmarks/BeaconChaos"
+        ),
         // A child process for crash tests: the tests start it and kill it with SIGKILL.
         .executableTarget(name: "beacon-test-child", dependencies: ["Beacon", "BeaconLog"], path: "Tests/Child"),
         // Helpers every test target uses: temporary directories, polling with a deadline, the

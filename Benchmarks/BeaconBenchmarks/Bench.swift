@@ -35,6 +35,8 @@ final class BenchContext {
     var appendModes: Set<String> = []
     /// `--upload-mode`: the upload modes to run (empty: all).
     var uploadModes: Set<String> = []
+    /// `--paced-seconds`: how long each rate of the paced phase runs (nil: its default).
+    var pacedSeconds: Double?
     private var payloadCache: [Int: Payloads] = [:]
 
     /// Whether the upload phase runs `mode` (`--upload-mode`).

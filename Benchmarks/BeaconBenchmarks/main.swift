@@ -18,12 +18,12 @@ var benchPhases: [any BenchPhase.Type] {
 }
 
 /// Phases run only when named with `--phase` (long runs: never in the default set nor in `--quick`).
-var namedOnlyPhases: [any BenchPhase.Type] { [SoakPhase.self] }
+var namedOnlyPhases: [any BenchPhase.Type] { [SoakPhase.self, PacedPhase.self] }
 
 let usage = """
     usage: beacon-bench [--quick] [--phase NAME]... [--append-mode MODE]... [--rounds N] [--dir PATH]
                         [--soak-seconds S] [--soak-rate N] [--soak-backlog N] [--soak-transport T]
-                        [--upload-mode MODE]...
+                        [--upload-mode MODE]... [--paced-seconds S]
       --quick       small N for a smoke run (seconds; CI runs it)
       --phase NAME  run only this phase (repeatable); phases:
     \((benchPhases + namedOnlyPhases).map { "                  \($0.name): \($0.summary)" }.joined(separator: "\n"))
@@ -38,6 +38,7 @@ let usage = """
                           http collector), urlsession or socket
       --upload-mode MODE  upload: run only this mode and its keep-alive loop (repeatable), such as
                           nginx_batch50, batch500_gzip, instant_batch50 (default: every mode)
+      --paced-seconds S  paced: how long each rate runs, with and without Beacon (default 10; 1 with --quick)
       --dir PATH    where the data goes (default: a new .beacon-bench-XXXXXX in the working
                     directory, on its file system, removed afterwards)
     """
@@ -59,6 +60,7 @@ var rounds: Int?
 var dirArgument: String?
 var soakOptions = SoakOptions()
 var uploadModes: Set<String> = []
+var pacedSeconds: Double?
 var arguments = Array(CommandLine.arguments.dropFirst())[...]
 while let argument = arguments.popFirst() {
     var name = argument
@@ -101,6 +103,10 @@ while let argument = arguments.popFirst() {
         guard ["default", "urlsession", "socket"].contains(text) else { fail("--soak-transport must be default, urlsession or socket, not '\(text)'") }
         soakOptions.transport = text
     case "--upload-mode": uploadModes.insert(value())
+    case "--paced-seconds":
+        let text = value()
+        guard let seconds = Double(text), seconds >= 0.1, seconds <= 3600 else { fail("--paced-seconds must be 0.1...3600, not '\(text)'") }
+        pacedSeconds = seconds
     case "--help", "-h":
         print(usage)
         exit(0)
@@ -137,6 +143,7 @@ let context = BenchContext(quick: quick, directory: directory)
 context.soak = soakOptions
 context.appendModes = appendModes
 context.uploadModes = uploadModes
+context.pacedSeconds = pacedSeconds
 var report = Report()
 var ok = true
 do {

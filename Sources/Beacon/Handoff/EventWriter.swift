@@ -9,6 +9,13 @@ import Glibc
 /// hands it to `BeaconLog.append(contentsOf:)`: one group commit for all of it. The order of the
 /// log is the order of `enqueue` calls, decided under the same lock that queues the bytes.
 ///
+/// The writer commits as the log's durability policy asks, and no more often: under `.batched`
+/// (N records or T) it commits a lone record at once, then gathers for T what comes after, waking
+/// earlier only when N records (or half the capacity) are queued, when someone waits (`sync`,
+/// `flush`, close, a blocked producer) or to close. `enqueue` wakes it only then, or when it is
+/// idle: a steady trickle costs one wakeup per T and no system call in `track` (no futex wake per
+/// event). Under `.everyRecord` every record wakes it, as before; `.none` gathers 64 KiB or 10 ms.
+///
 /// When the FIFO is full, ``enqueue(_:)`` drops (`.dropNewest`) or blocks its caller
 /// (`.blockCallingThread`), and ``enqueueWaitingForRoom(_:)`` suspends its task without holding a
 /// thread: the writer queues the waiting records itself, first come first served, as it takes
@@ -41,9 +48,52 @@ final class EventWriter: Sendable {
     /// The most records handed to the log in one call (one group commit each). Bounds the log's
     /// buffer and how much one refusal (a `.rejectNew` quota) can take with it.
     let recordsPerAppend: Int
+    /// When the writer takes what is queued (from the log's durability policy).
+    let pacing: Pacing
     private let lock: ConditionLock<State>
     /// Commit latency, stalls and the quota (WriterWatch.swift).
     let watch: WriterWatch
+
+    /// When the writer takes the queue: at once, or after gathering for an interval unless a
+    /// threshold is reached first.
+    struct Pacing: Sendable, Equatable {
+        /// Nanoseconds between commits; 0 takes every record at once (`.everyRecord`).
+        var intervalNanoseconds: UInt64
+        /// Queued records that end the gathering early.
+        var records: Int
+        /// Queued bytes that end the gathering early.
+        var bytes: Int
+
+        /// The log's policy: `.batched(N, T)` gathers N records or T; `.none` 64 KiB or 10 ms (the
+        /// log's own write threshold and interval); `.everyRecord` takes every record at once.
+        init(_ durability: BeaconLog.Durability, capacity: Int) {
+            let half = max(capacity / 2, 1)
+            switch durability {
+            case .everyRecord:
+                self.init(intervalNanoseconds: 0, records: 1, bytes: 1)
+            case .batched(let records, let interval):
+                self.init(intervalNanoseconds: UInt64(max(0, interval.nanoseconds)), records: max(records, 1), bytes: half)
+            case .none:
+                self.init(intervalNanoseconds: 10_000_000, records: .max, bytes: min(half, 64 * 1024))
+            }
+        }
+
+        init(intervalNanoseconds: UInt64, records: Int, bytes: Int) {
+            self.intervalNanoseconds = intervalNanoseconds
+            self.records = records
+            self.bytes = bytes
+        }
+    }
+
+    /// What the writer thread is doing, for `enqueue` to decide whether to wake it.
+    enum WriterWait: Sendable, Equatable {
+        /// Taking or writing a batch, or already woken: nobody needs to wake it.
+        case running
+        /// Waiting for the first record: any record wakes it.
+        case idle
+        /// Gathering until its next commit: only a reached threshold or a waiter wakes it.
+        case gathering
+    }
 
     /// A record whose task waits for room (``enqueueWaitingForRoom(_:)``).
     struct RoomWaiter: Sendable {
@@ -66,7 +116,9 @@ final class EventWriter: Sendable {
         var writtenTotal: UInt64 = 0
         var closing = false
         var finished = false
-        var writerWaiting = false
+        var writerWait = WriterWait.running
+        /// Times `enqueue` woke the writer (a test seam: a trickle must not wake it per record).
+        var wakeups: UInt64 = 0
         var waiters = 0
         /// Tasks suspended until their record fits, oldest first; the writer queues them.
         var roomWaiters: [RoomWaiter] = []
@@ -91,6 +143,26 @@ final class EventWriter: Sendable {
             enqueuedTotal += 1
         }
 
+        /// True when a record just queued must wake the writer: it is idle, or it gathers and a
+        /// threshold is reached. Marks it woken, so that the records after wake it no more.
+        mutating func mustWakeWriter(_ pacing: Pacing) -> Bool {
+            switch writerWait {
+            case .running: return false
+            case .idle: break
+            case .gathering:
+                guard queue.count >= pacing.records || queuedBytes >= pacing.bytes else { return false }
+            }
+            writerWait = .running
+            wakeups += 1
+            return true
+        }
+
+        /// True when the writer should take the queue now rather than keep gathering: someone
+        /// waits (a `sync`, a close, a blocked producer or task) or a threshold is reached.
+        func mustTakeNow(_ pacing: Pacing) -> Bool {
+            closing || waiters > 0 || !roomWaiters.isEmpty || queue.count >= pacing.records || queuedBytes >= pacing.bytes
+        }
+
         /// True when the caller is the writer thread.
         var onWriterThread: Bool {
             guard let writerThread else { return false }
@@ -104,6 +176,7 @@ final class EventWriter: Sendable {
         self.recordsPerAppend = max(1, recordsPerAppend)
         self.capacity = max(capacity, 1)
         self.backpressure = backpressure
+        self.pacing = Pacing(log.configuration.durability, capacity: self.capacity)
         var state = State(hooks: hooks)
         state.queue.reserveCapacity(1024)
         lock = ConditionLock(state)
@@ -146,6 +219,7 @@ final class EventWriter: Sendable {
                 case .blockCallingThread(let timeout):
                     let deadline = monotonicNanoseconds() + UInt64(max(0, timeout.nanoseconds))
                     held.state.waiters += 1
+                    wakeGatheringWriter(held)
                     var timedOut = false
                     while !held.state.fits(record.count, capacity: capacity) && !held.state.closing {
                         if !held.wait(untilNanoseconds: deadline), monotonicNanoseconds() >= deadline {
@@ -159,7 +233,7 @@ final class EventWriter: Sendable {
                 }
             }
             held.state.append(record)
-            if held.state.writerWaiting { held.broadcast() }
+            if held.state.mustWakeWriter(pacing) { held.broadcast() }
             return .queued
         }
     }
@@ -175,7 +249,7 @@ final class EventWriter: Sendable {
             if held.state.closing { return (.dropped(reason: .closed), 0) }
             if held.state.roomWaiters.isEmpty && held.state.fits(record.count, capacity: capacity) {
                 held.state.append(record)
-                if held.state.writerWaiting { held.broadcast() }
+                if held.state.mustWakeWriter(pacing) { held.broadcast() }
                 return (.queued, 0)
             }
             held.state.nextRoomWaiterId += 1
@@ -191,10 +265,11 @@ final class EventWriter: Sendable {
                     if held.state.closing { return .dropped(reason: .closed) }
                     if held.state.roomWaiters.isEmpty && held.state.fits(record.count, capacity: capacity) {
                         held.state.append(record)
-                        if held.state.writerWaiting { held.broadcast() }
+                        if held.state.mustWakeWriter(pacing) { held.broadcast() }
                         return .queued
                     }
                     held.state.roomWaiters.append(RoomWaiter(id: id, record: record, continuation: continuation))
+                    wakeGatheringWriter(held)
                     return nil
                 }
                 if let now { continuation.resume(returning: now) }
@@ -220,6 +295,24 @@ final class EventWriter: Sendable {
         if changed { frozen ? watch.commitBegan() : watch.commitEnded() }
     }
 
+    /// Times `enqueue` woke the writer thread since it started (a test seam).
+    var wakeups: UInt64 {
+        lock.withLock { $0.state.wakeups }
+    }
+
+    /// What the writer thread is doing (a test seam).
+    var writerWait: WriterWait {
+        lock.withLock { $0.state.writerWait }
+    }
+
+    /// Wakes the writer if it is gathering: a waiter (`sync`, close, a blocked producer or task)
+    /// wants the queue written now, not at the end of the interval.
+    private func wakeGatheringWriter(_ held: ConditionLock<State>.Held) {
+        guard held.state.writerWait == .gathering, !held.state.queue.isEmpty else { return }
+        held.state.writerWait = .running
+        held.broadcast()
+    }
+
     /// Records handed to the writer that the log did not refuse: written, being written or queued.
     var accepted: UInt64 {
         lock.withLock { $0.state.enqueuedTotal - $0.state.refusedTotal }
@@ -243,6 +336,7 @@ final class EventWriter: Sendable {
             if held.state.onWriterThread { return }
             let target = held.state.enqueuedTotal
             held.state.waiters += 1
+            wakeGatheringWriter(held)
             while held.state.writtenTotal < target && !held.state.finished { held.wait() }
             held.state.waiters -= 1
         }
@@ -272,13 +366,35 @@ final class EventWriter: Sendable {
         EventWriter.nameCurrentThread(EventWriter.threadName)
         lock.withLock { $0.state.writerThread = pthread_self() }
         var admitted: [RoomWaiter] = []
+        // When the next commit is due (CLOCK_MONOTONIC nanoseconds): one interval after the last.
+        var nextCommit: UInt64 = 0
         while true {
             // Takes everything queued, or returns nil once closing with nothing left.
             let hooks = lock.withLock { held -> Hooks? in
-                while (held.state.queue.isEmpty || held.state.frozen) && !held.state.closing {
-                    held.state.writerWaiting = true
-                    held.wait()
-                    held.state.writerWaiting = false
+                // After a commit the writer gathers until the next one is due; with nothing
+                // queued by then it waits, idle, for the first record, which it takes at once.
+                while !held.state.closing {
+                    if held.state.frozen {
+                        held.state.writerWait = .running
+                        held.wait()
+                        continue
+                    }
+                    let now = monotonicNanoseconds()
+                    if held.state.queue.isEmpty {
+                        if now >= nextCommit {
+                            held.state.writerWait = .idle
+                            held.wait()
+                        } else {
+                            held.state.writerWait = .gathering
+                            _ = held.wait(untilNanoseconds: nextCommit)
+                        }
+                        held.state.writerWait = .running
+                        continue
+                    }
+                    if now >= nextCommit || held.state.mustTakeNow(pacing) { break }
+                    held.state.writerWait = .gathering
+                    _ = held.wait(untilNanoseconds: nextCommit)
+                    held.state.writerWait = .running
                 }
                 if held.state.queue.isEmpty && held.state.closing {
                     held.state.finished = true
@@ -307,6 +423,7 @@ final class EventWriter: Sendable {
             admitted.removeAll(keepingCapacity: true)
 
             write(batch, hooks: hooks)
+            nextCommit = monotonicNanoseconds() + pacing.intervalNanoseconds
             batch.removeAll(keepingCapacity: true)    // frees the records outside the lock
 
             lock.withLock { held in
@@ -334,7 +451,7 @@ final class EventWriter: Sendable {
         watch.commitBegan()
         defer { watch.commitEnded() }
         do {
-            try log.append(contentsOf: batch)
+            try log.appendCommittingNow(contentsOf: batch)
             if let onAppended = hooks.onAppended { onAppended(log.stats.pendingRecords) }
         } catch let error as BeaconLogError {
             if error.keptSeqs != nil {

@@ -42,6 +42,19 @@ extension BeaconLog {
     /// Either every record is accepted or none is (an invalid record is reported before any is written).
     @discardableResult
     public func append(contentsOf records: [[UInt8]]) throws -> Range<UInt64> {
+        try append(contentsOf: records, committingNow: false)
+    }
+
+    /// Appends several records like ``append(contentsOf:)`` and commits them at once as the
+    /// durability policy commits (`write(2)` and fsync under `.everyRecord` and `.batched`, a
+    /// `write(2)` under `.none`), arming no interval timer: for a caller that gathers a commit's
+    /// worth of records itself (the tracker's writer thread), so that the log wakes no other thread.
+    @discardableResult
+    package func appendCommittingNow(contentsOf records: [[UInt8]]) throws -> Range<UInt64> {
+        try append(contentsOf: records, committingNow: true)
+    }
+
+    private func append(contentsOf records: [[UInt8]], committingNow: Bool) throws -> Range<UInt64> {
         var crcs: [UInt32] = []
         crcs.reserveCapacity(records.count)
         for (index, record) in records.enumerated() {
@@ -55,7 +68,7 @@ extension BeaconLog {
             for (index, record) in records.enumerated() {
                 record.withUnsafeBytes { _ = buffer(&s, record: $0, crc: crcs[index]) }
             }
-            return (first..<s.nextSeq, afterAppend(&s))
+            return (first..<s.nextSeq, committingNow ? commitNow(s) : afterAppend(&s))
         }
         do {
             try perform(action, through: range.isEmpty ? nil : range.upperBound - 1)

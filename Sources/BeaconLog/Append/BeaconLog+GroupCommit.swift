@@ -9,7 +9,17 @@ extension BeaconLog {
         case nothing
         case schedule(Duration)
         case write
+        /// Write everything buffered, without fsync (`.none`, when the caller commits now).
+        case writeAll
         case commit
+    }
+
+    /// The commit the policy makes when its interval ends, asked for now.
+    func commitNow(_ s: State) -> AfterAppend {
+        switch config.durability {
+        case .everyRecord, .batched: .commit
+        case .none: s.bufferedBytes >= Self.writeThreshold ? .write : .writeAll
+        }
     }
 
     func afterAppend(_ s: inout State) -> AfterAppend {
@@ -39,6 +49,8 @@ extension BeaconLog {
             scheduleFlush(after: delay)
         case .write:
             try commit(sync: false, aligned: true)
+        case .writeAll:
+            try commit(sync: false)
         case .commit:
             try commit(sync: true, through: seq)
         }

@@ -43,7 +43,20 @@ extension BeaconLog {
             }
             // How far the segment being read may be read, looked up again only once reached.
             var known: (segment: UInt64, limit: UInt64)?
-            while records.count < maxRecords && (records.isEmpty || bytes < maxBytes) {
+            // A damaged line (or torn tail) at this position was read again after its segment was
+            // known to be final: what is found there now is passed over and counted.
+            var confirmed: LogPosition?
+            /// What to do about a damaged line at `pos` (see ``mayStillBeWritten(segment:io:)``): pass it over (it is
+            /// final), read it again (it became final since it was read), or wait (the writer of
+            /// another process may still be writing it: stop the batch here).
+            func judgeDamage() throws -> Damage {
+                if canWrite || confirmed == pos { return .passOver }
+                io.cache = nil
+                if try mayStillBeWritten(segment: pos.segment, io: &io) { return .wait }
+                confirmed = pos
+                return .reread
+            }
+            reading: while records.count < maxRecords && (records.isEmpty || bytes < maxBytes) {
                 // The usual case first: record after record in the bytes read ahead, each the seq
                 // after the last. Anything else (the cache's end, a damaged or repeated record, a
                 // seq at the writer's end) is left to the general steps below.
@@ -93,6 +106,12 @@ extension BeaconLog {
                     // read on to the segment's new end; zeros alone, or nothing left, are the end
                     // of its records, not a torn one.
                     if let size = try currentSize(ofSegment: pos.segment, io: &io), size < limit, size > pos.offset { continue }
+                    // The segment is sealed: read its bytes again (`currentSize` dropped the cache),
+                    // the ones looked at may have been a write still in progress.
+                    if !canWrite, confirmed != pos {
+                        confirmed = pos
+                        continue
+                    }
                     if try !onlyZeros(inSegment: pos.segment, from: pos.offset, io: &io) {
                         skipped += countCorrupt(at: pos, reason: .tornTail)
                     }
@@ -114,14 +133,25 @@ extension BeaconLog {
                         skipped += countCorrupt(at: pos, reason: .seqDigits)
                         pos.offset = lineEnd
                     } else if let last = lastInSegment, seq != last + 1, try !keepingCache(&io, { try plausibleJump(to: seq, after: last, next: next, limit: limit, io: &$0) }) {
-                        // The CRC covers the event, not its seq: damaged seq digits. Counted, passed over.
-                        skipped += countCorrupt(at: pos, reason: .seqDigits)
-                        pos.offset = lineEnd
+                        // The CRC covers the event, not its seq: damaged seq digits. Counted, passed over
+                        // (once final: the records after it may be a write in progress).
+                        switch try judgeDamage() {
+                        case .wait: break reading
+                        case .reread: continue reading
+                        case .passOver:
+                            skipped += countCorrupt(at: pos, reason: .seqDigits)
+                            pos.offset = lineEnd
+                        }
                     } else if lastInSegment == nil, seq != pos.seq, try !keepingCache(&io, { try seqContinues(from: seq, expected: pos.seq, next: next, limit: limit, io: &$0) }) {
                         // A segment's first record, with a seq other than expected that the records
-                        // after it do not continue: its digits were damaged.
-                        skipped += countCorrupt(at: pos, reason: .seqDigits)
-                        pos.offset = lineEnd
+                        // after it do not continue: its digits were damaged (once final, as above).
+                        switch try judgeDamage() {
+                        case .wait: break reading
+                        case .reread: continue reading
+                        case .passOver:
+                            skipped += countCorrupt(at: pos, reason: .seqDigits)
+                            pos.offset = lineEnd
+                        }
                     } else if seq >= pos.seq {
                         records.append(io.cache!.bytes[event])
                         seqs.append(seq)
@@ -135,8 +165,16 @@ extension BeaconLog {
                         pos.offset = lineEnd
                     }
                 case .corrupt(_, let reason):
-                    skipped += countCorrupt(at: pos, reason: reason)
-                    pos.offset = lineEnd
+                    // Zeros, a partial frame or a bad CRC: a write in progress while another
+                    // process's writer may still write here (wait and read it again), damage once
+                    // the segment is final (pass over, count).
+                    switch try judgeDamage() {
+                    case .wait: break reading
+                    case .reread: continue reading
+                    case .passOver:
+                        skipped += countCorrupt(at: pos, reason: reason)
+                        pos.offset = lineEnd
+                    }
                 }
             }
             state.withLock { s in
@@ -147,6 +185,43 @@ extension BeaconLog {
             batch.crcs = crcs
             return batch
         }
+    }
+
+    /// What ``read(from:maxRecords:maxBytes:)`` does with a damaged line.
+    enum Damage {
+        case passOver, reread, wait
+    }
+
+    /// Whether another process's writer may still be writing segment `number`, so that what a
+    /// read found there can still change: the live region.
+    ///
+    /// A reader in another process copies a file page by page while the writer copies its
+    /// `write(2)` in page by page too, and the writer preallocates segments (`fallocate`), so the
+    /// size says nothing: a read can find a later page already written and an earlier one still
+    /// zeros, or a frame's first bytes and then zeros. Bytes are final once the writer is done
+    /// with them: a writer finishes a segment (cut, fsynced) before it creates the next, and
+    /// writes only while it holds `writer.lock`. So segment `number` is live while it is the
+    /// newest (the directory is listed to see) and a writer holds the lock (tried with `flock`
+    /// and let go at once: a writer opening meanwhile retries for 200 ms, see
+    /// `DirectoryLock.tryLockBriefly`). In this process's own writer's segments reads stop at
+    /// what its writes returned, so nothing is live.
+    func mayStillBeWritten(segment number: UInt64, io: inout ReaderIO) throws -> Bool {
+        guard !canWrite else { return false }
+        if try segment(after: number, io: &io) != nil { return false }
+        return try writerHoldsTheLog()
+    }
+
+    /// Whether a writer (this process's or another's) holds `writer.lock`.
+    func writerHoldsTheLog() throws -> Bool {
+        let file: LogFile
+        do {
+            file = try fs.open(directory + "/" + LockKind.writer.rawValue + ".lock", .read)
+        } catch let error as BeaconLogError where error.errno == ENOENT {
+            return false
+        }
+        // Closing the descriptor lets go of the lock if we got it.
+        defer { fs.close(file) }
+        return try !fs.tryLock(file)
     }
 
     /// Runs `body` (which may read other lines) and puts `io.cache` back as it was.

@@ -1,0 +1,209 @@
+import Beacon
+import Foundation
+import Glibc
+
+/// What a service pays: `track` at paced rates (1k, 10k, 50k events/s) from 2 threads, one event
+/// per time slot as request handlers track, with the default configuration delivering to the
+/// loopback collector in a child process; beside it, the same paced loop without Beacon (it builds
+/// the same properties and throws them away). `beacon-bench --phase paced`.
+///
+/// Per rate: CPU per event of the whole process and of each thread (by name, from
+/// `/proc/self/task/*/schedstat`; threads that ended meanwhile are `exited`), the writer thread's
+/// wakeups (voluntary context switches) per second and per event, the process's context
+/// switches per event (`getrusage`), and the RSS added from before the tracker opened to the end.
+/// A tracker that trickles pays per event what a tight loop (phase `track`) hides: wakeups.
+enum PacedPhase: BenchPhase {
+    static let name = "paced"
+    static let summary = "track at paced rates (1k, 10k, 50k ev/s, 2 threads, one event per slot, delivery on) vs the same loop without Beacon: CPU per event per thread, wakeups, RSS"
+
+    /// The rates, events per second over both threads.
+    static let rates = [1_000, 10_000, 50_000]
+
+    static func runRound(_ context: BenchContext) throws -> [Figure] {
+        let seconds = context.pacedSeconds ?? (context.quick ? 1 : 10)
+        let collector = try BenchCollector(.loopback, directory: context.directory)
+        defer { collector.stop() }
+        var figures: [Figure] = []
+        for rate in rates {
+            // Without Beacon first, then with it, in the same conditions.
+            let without = try run(rate: rate, seconds: seconds, beacon: nil)
+            var config = Beacon.Configuration(directory: try context.scratch("beacon-paced-\(rate)"), serverURL: collector.url)
+            config.lifecycleEvents = false
+            let with = try run(rate: rate, seconds: seconds, beacon: config)
+            figures += report(rate: rate, with: with, without: without)
+            FileHandle.standardError.write(Data("paced \(rate) ev/s: \(format(with.cpuMicrosecondsPerEvent - without.cpuMicrosecondsPerEvent, 2)) µs of CPU added per event, writer \(format(with.writerWakeupsPerSecond, 0)) wakeups/s; threads: \(with.threadSummary)\n".utf8))
+        }
+        return figures
+    }
+
+    static func report(rate: Int, with: Run, without: Run) -> [Figure] {
+        let mode = "\(rate)"
+        let n = [("n", String(with.events))]
+        return [
+            .value("beacon", name, "cpu_us_per_event_\(mode)", with.cpuMicrosecondsPerEvent, fields: n + [("threads", with.threadSummary)]),
+            .value("without", name, "cpu_us_per_event_\(mode)", without.cpuMicrosecondsPerEvent, fields: [("n", String(without.events)), ("threads", without.threadSummary)]),
+            .value("beacon", name, "cpu_us_added_per_event_\(mode)", with.cpuMicrosecondsPerEvent - without.cpuMicrosecondsPerEvent, fields: n),
+            .value("beacon", name, "writer_wakeups_per_s_\(mode)", with.writerWakeupsPerSecond, fields: n),
+            .value("beacon", name, "writer_wakeups_per_event_\(mode)", with.writerWakeupsPerEvent, fields: n),
+            .value("beacon", name, "switches_per_event_\(mode)", with.switchesPerEvent, fields: n),
+            .value("without", name, "switches_per_event_\(mode)", without.switchesPerEvent),
+            .value("beacon", name, "switches_added_per_event_\(mode)", with.switchesPerEvent - without.switchesPerEvent, fields: n),
+            .value("beacon", name, "rss_added_mib_\(mode)", with.rssAddedMiB, fields: [("start_mib", format(with.rssStartMiB, 1))]),
+            .value("without", name, "rss_added_mib_\(mode)", without.rssAddedMiB, fields: [("start_mib", format(without.rssStartMiB, 1))]),
+        ]
+    }
+
+    /// One paced run's counts.
+    struct Run {
+        var events = 0
+        var seconds = 0.0
+        var cpuSeconds = 0.0
+        var switches = 0
+        var writerWakeups = 0
+        /// CPU seconds by thread name.
+        var threadCPU: [String: Double] = [:]
+        var rssStartMiB = 0.0
+        var rssAddedMiB = 0.0
+
+        var cpuMicrosecondsPerEvent: Double { cpuSeconds / Double(max(events, 1)) * 1e6 }
+        var switchesPerEvent: Double { Double(switches) / Double(max(events, 1)) }
+        var writerWakeupsPerSecond: Double { Double(writerWakeups) / seconds }
+        var writerWakeupsPerEvent: Double { Double(writerWakeups) / Double(max(events, 1)) }
+        /// `name:µs/event` for each thread name, largest first.
+        var threadSummary: String {
+            threadCPU.sorted { $0.value > $1.value }
+                .map { "\($0.key.replacingOccurrences(of: " ", with: "_")):\(format($0.value / Double(max(events, 1)) * 1e6, 2))" }
+                .joined(separator: ",")
+        }
+    }
+
+    /// Tracks (or, without a configuration, only builds the properties) at `rate` events/s from
+    /// two threads for `seconds`.
+    static func run(rate: Int, seconds: Double, beacon configuration: Beacon.Configuration?) throws -> Run {
+        Allocator.trim()
+        var result = Run()
+        result.rssStartMiB = Memory.currentMiB
+        let beacon = try configuration.map { try Beacon(configuration: $0) }
+        let users = (0..<1000).map { "user-\($0)" }
+        let producers = 2
+        let perThread = Int(Double(rate) * seconds) / producers
+        let slot = 1e9 * Double(producers) / Double(rate)
+        let threadsBefore = ThreadTimes.sample()
+        let usageBefore = Usage.now()
+        let start = now()
+        let group = DispatchGroup()
+        // The producers stay until their CPU time is sampled (an ended thread leaves /proc).
+        let sampled = DispatchSemaphore(value: 0)
+        for p in 0..<producers {
+            group.enter()
+            let thread = Thread {
+                nameThread("paced-producer")
+                var next = monotonicNanoseconds() + UInt64(Double(p) * slot / Double(producers))
+                for i in 0..<perThread {
+                    sleep(untilNanoseconds: next)
+                    next += UInt64(slot)
+                    let properties: [String: PropertyValue] = ["price": 9.99, "item": "book", "count": 3, "vip": true]
+                    if let beacon {
+                        beacon.track("Purchase", properties: properties, distinctId: users[(i * producers + p) % 1000])
+                    } else {
+                        discard(properties, users[(i * producers + p) % 1000])
+                    }
+                }
+                group.leave()
+                sampled.wait()
+            }
+            thread.start()
+        }
+        group.wait()
+        result.seconds = now() - start
+        let usageAfter = Usage.now()
+        let threadsAfter = ThreadTimes.sample()
+        for _ in 0..<producers { sampled.signal() }
+        result.events = perThread * producers
+        result.cpuSeconds = usageAfter.cpuSeconds - usageBefore.cpuSeconds
+        result.switches = usageAfter.switches - usageBefore.switches
+        var counted = 0.0
+        for (tid, after) in threadsAfter {
+            let before = threadsBefore[tid]
+            let cpu = after.cpuSeconds - (before?.cpuSeconds ?? 0)
+            guard cpu > 0 || after.name == "beacon-writer" else { continue }
+            result.threadCPU[after.name, default: 0] += cpu
+            counted += cpu
+            if after.name == "beacon-writer" { result.writerWakeups += after.voluntarySwitches - (before?.voluntarySwitches ?? 0) }
+        }
+        if result.cpuSeconds - counted > 0.0005 { result.threadCPU["exited", default: 0] += result.cpuSeconds - counted }
+        if let beacon {
+            let stats = beacon.stats
+            guard stats.tracked == UInt64(result.events), stats.droppedTotal == 0, stats.invalid == 0 else {
+                throw BenchFailure("paced: tracked \(stats.tracked) of \(result.events), dropped \(stats.dropped), invalid \(stats.invalid)")
+            }
+        }
+        result.rssAddedMiB = Memory.currentMiB - result.rssStartMiB
+        if let beacon { _ = blockOn { await beacon.shutdown(timeout: .seconds(10)) } }
+        return result
+    }
+
+    @inline(never)
+    static func discard(_ properties: [String: PropertyValue], _ user: String) {
+        if properties.count == 99, user.isEmpty { print("unreachable") }
+    }
+
+    /// `clock_nanosleep` on `CLOCK_MONOTONIC` until `deadline`; at once when it has passed.
+    static func sleep(untilNanoseconds deadline: UInt64) {
+        var spec = timespec(tv_sec: Int(deadline / 1_000_000_000), tv_nsec: Int(deadline % 1_000_000_000))
+        while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &spec, nil) == EINTR {}
+    }
+
+    static func monotonicNanoseconds() -> UInt64 {
+        var spec = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &spec)
+        return UInt64(spec.tv_sec) * 1_000_000_000 + UInt64(spec.tv_nsec)
+    }
+
+    /// Names the calling thread for `/proc/self/task/TID/comm` (`pthread_setname_np`, looked up
+    /// by name: the Glibc module does not import it).
+    static func nameThread(_ name: String) {
+        typealias SetName = @convention(c) (pthread_t, UnsafePointer<CChar>) -> Int32
+        guard let process = dlopen(nil, RTLD_NOW) else { return }
+        defer { dlclose(process) }
+        guard let symbol = dlsym(process, "pthread_setname_np") else { return }
+        _ = unsafeBitCast(symbol, to: SetName.self)(pthread_self(), name)
+    }
+
+    /// The process's CPU time and context switches (`getrusage(RUSAGE_SELF)`: every thread,
+    /// ended ones included).
+    struct Usage {
+        var cpuSeconds: Double
+        var switches: Int
+        static func now() -> Usage {
+            var usage = rusage()
+            getrusage(RUSAGE_SELF.rawValue, &usage)
+            return Usage(cpuSeconds: Memory.cpuSeconds, switches: usage.ru_nvcsw + usage.ru_nivcsw)
+        }
+    }
+
+    /// Each live thread's name, CPU time (`schedstat`: nanoseconds on a CPU) and voluntary
+    /// context switches (`status`), by thread id.
+    struct ThreadTimes {
+        var name: String
+        var cpuSeconds: Double
+        var voluntarySwitches: Int
+
+        static func sample() -> [String: ThreadTimes] {
+            var threads: [String: ThreadTimes] = [:]
+            for tid in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? [] {
+                let base = "/proc/self/task/\(tid)/"
+                guard let comm = try? String(contentsOfFile: base + "comm", encoding: .utf8),
+                      let schedstat = try? String(contentsOfFile: base + "schedstat", encoding: .utf8),
+                      let status = try? String(contentsOfFile: base + "status", encoding: .utf8) else { continue }
+                let cpu = Double(schedstat.split(separator: " ").first ?? "0") ?? 0
+                var voluntary = 0
+                for line in status.split(separator: "\n") where line.hasPrefix("voluntary_ctxt_switches:") {
+                    voluntary = Int(line.split(separator: "\t").last?.trimmingCharacters(in: .whitespaces) ?? "") ?? 0
+                }
+                threads[tid] = ThreadTimes(name: comm.trimmingCharacters(in: .whitespacesAndNewlines), cpuSeconds: cpu / 1e9, voluntarySwitches: voluntary)
+            }
+            return threads
+        }
+    }
+}

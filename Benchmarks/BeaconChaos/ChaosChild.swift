@@ -1,0 +1,199 @@
+import Foundation
+import Glibc
+import Synchronization
+
+/// A child process of the harness: `beacon append`, `beacon send`, `beacon status`, or this
+/// executable as the tracker. Its standard error goes to a log file of the run (appended), its
+/// standard input is a pipe (``input``) or /dev/null, its standard output a pipe read line by
+/// line on a thread of its own (``onLine``) or /dev/null.
+final class ChaosChild: @unchecked Sendable {
+    let pid: pid_t
+    let name: String
+    /// The write end of the child's standard input, when it has a pipe there (-1 once closed).
+    private(set) var input: Int32 = -1
+    private var status: Int32?
+    /// When the child was started.
+    let started = Date()
+    /// Set once its standard output reached end-of-file (every line it wrote was handled).
+    private let outputDone = ChaosFlag()
+
+    init(_ name: String, path: String, arguments: [String], stdinPipe: Bool = false,
+         errorLog: String, onLine: (@Sendable (String) -> Void)? = nil) throws {
+        self.name = name
+        var toChild: [Int32] = [-1, -1]
+        var fromChild: [Int32] = [-1, -1]
+        if stdinPipe { guard pipe(&toChild) == 0 else { throw ChaosFailure("pipe: \(String(cString: strerror(errno)))") } }
+        if onLine != nil { guard pipe(&fromChild) == 0 else { throw ChaosFailure("pipe: \(String(cString: strerror(errno)))") } }
+        // Close-on-exec: no other child inherits these ends (a sender holding the producer's
+        // pipe open would keep it from ever seeing end-of-file).
+        for fd in toChild + fromChild where fd >= 0 { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        if stdinPipe {
+            posix_spawn_file_actions_adddup2(&actions, toChild[0], 0)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        }
+        if onLine != nil {
+            posix_spawn_file_actions_adddup2(&actions, fromChild[1], 1)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        }
+        posix_spawn_file_actions_addopen(&actions, 2, errorLog, O_WRONLY | O_CREAT | O_APPEND, 0o600)
+        let argv = ([path] + arguments).map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, path, &actions, nil, argv, environ)
+        if toChild[0] >= 0 { close(toChild[0]) }
+        if fromChild[1] >= 0 { close(fromChild[1]) }
+        guard spawned == 0 else {
+            if toChild[1] >= 0 { close(toChild[1]) }
+            if fromChild[0] >= 0 { close(fromChild[0]) }
+            throw ChaosFailure("cannot start \(path): \(String(cString: strerror(spawned)))")
+        }
+        self.pid = pid
+        input = toChild[1]
+        ChildRegistry.add(pid)
+        if let onLine {
+            let output = fromChild[0]
+            let outputDone = self.outputDone
+            let thread = Thread {
+                var buffered: [UInt8] = []
+                var chunk = [UInt8](repeating: 0, count: 4096)
+                while true {
+                    let n = chunk.withUnsafeMutableBytes { read(output, $0.baseAddress, $0.count) }
+                    if n < 0 && errno == EINTR { continue }
+                    guard n > 0 else { break }
+                    buffered += chunk[..<n]
+                    while let newline = buffered.firstIndex(of: 0x0A) {
+                        onLine(String(decoding: buffered[..<newline], as: UTF8.self))
+                        buffered.removeSubrange(...newline)
+                    }
+                }
+                close(output)
+                outputDone.set()
+            }
+            thread.start()
+        }
+    }
+
+    /// Writes `bytes` to the child's standard input; false when the child is gone.
+    func write(_ bytes: [UInt8]) -> Bool {
+        var done = 0
+        while done < bytes.count {
+            let n = bytes[done...].withUnsafeBytes { Glibc.write(input, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { return false }
+            done += n
+        }
+        return true
+    }
+
+    func closeInput() {
+        if input >= 0 { close(input) }
+        input = -1
+    }
+
+    func signal(_ signal: Int32) { if status == nil { kill(pid, signal) } }
+
+    /// The wait status once the child ended (reaping it), nil while it runs.
+    func poll() -> Int32? {
+        if let status { return status }
+        var value: Int32 = 0
+        let done = waitpid(pid, &value, WNOHANG)
+        guard done == pid else { return nil }
+        status = value
+        ChildRegistry.remove(pid)
+        return value
+    }
+
+    /// Waits up to `timeout` seconds for the child to end; its wait status, nil if it still runs.
+    func wait(timeout: Double) -> Int32? {
+        let end = Date().addingTimeInterval(timeout)
+        while Date() < end {
+            if let status = poll() { return status }
+            usleep(5000)
+        }
+        return poll()
+    }
+
+    /// Waits up to `timeout` seconds until every line the child wrote was handled (its output
+    /// closed: it ended); whether it was.
+    func waitForOutput(timeout: Double) -> Bool {
+        let end = Date().addingTimeInterval(timeout)
+        while !outputDone.isSet {
+            guard Date() < end else { return false }
+            usleep(2000)
+        }
+        return true
+    }
+
+    /// Kills the child (SIGKILL, after SIGCONT in case it is stopped) and reaps it.
+    func killAndReap() -> Int32 {
+        signal(SIGKILL)
+        signal(SIGCONT)
+        closeInput()
+        while true {
+            if let status = wait(timeout: 1) { return status }
+        }
+    }
+
+    /// "exit 0", "signal 9 (Killed)"...
+    static func describe(_ status: Int32) -> String {
+        let signal = status & 0x7f
+        if signal == 0 { return "exit \((status >> 8) & 0xff)" }
+        return "signal \(signal) (\(String(cString: strsignal(signal))))\(status & 0x80 != 0 ? ", core dumped" : "")"
+    }
+
+    static func exitCode(_ status: Int32) -> Int32? { status & 0x7f == 0 ? (status >> 8) & 0xff : nil }
+}
+
+/// The pids of the children still running, so that an interrupted harness (Ctrl-C, `timeout`)
+/// kills them instead of leaving them behind: a fixed table a signal handler can read.
+enum ChildRegistry {
+    static let capacity = 64
+    nonisolated(unsafe) static let pids: UnsafeMutablePointer<pid_t> = {
+        let table = UnsafeMutablePointer<pid_t>.allocate(capacity: capacity)
+        table.initialize(repeating: 0, count: capacity)
+        return table
+    }()
+    private static let lock = Mutex(())
+
+    static func add(_ pid: pid_t) {
+        lock.withLock { _ in
+            for index in 0..<capacity where pids[index] == 0 {
+                pids[index] = pid
+                return
+            }
+        }
+    }
+
+    static func remove(_ pid: pid_t) {
+        lock.withLock { _ in
+            for index in 0..<capacity where pids[index] == pid { pids[index] = 0 }
+        }
+    }
+
+    /// SIGINT, SIGTERM and SIGHUP kill every child, then end the harness with 128 + the signal.
+    static func installCleanup() {
+        _ = pids
+        for signo in [SIGINT, SIGTERM, SIGHUP] {
+            signal(signo) { signo in
+                for index in 0..<ChildRegistry.capacity where ChildRegistry.pids[index] > 0 {
+                    kill(ChildRegistry.pids[index], SIGCONT)
+                    kill(ChildRegistry.pids[index], SIGKILL)
+                }
+                _exit(128 + signo)
+            }
+        }
+    }
+}
+
+/// A flag one thread sets and others read.
+final class ChaosFlag: Sendable {
+    private let value = Atomic<Bool>(false)
+    func set() { value.store(true, ordering: .sequentiallyConsistent) }
+    func clear() { value.store(false, ordering: .sequentiallyConsistent) }
+    var isSet: Bool { value.load(ordering: .sequentiallyConsistent) }
+}
