@@ -58,13 +58,8 @@ public final class MetricsServer: Sendable {
             Glibc.close(fd)
             throw MetricsServerError("cannot listen on \(host):\(port) for --metrics: \(reason)\(errno == EADDRINUSE ? " (another process uses the port: pick another one)" : "")")
         }
-        var actual = sockaddr_in()
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &actual) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
         self.listener = fd
-        self.port = UInt16(bigEndian: actual.sin_port)
+        self.port = ListeningSocket.port(of: fd)
         self.address = "\(host):\(self.port)"
         self.metrics = metrics
         let thread = Thread { [self] in acceptLoop() }
@@ -87,14 +82,7 @@ public final class MetricsServer: Sendable {
     }
 
     func acceptLoop() {
-        while true {
-            let fd = accept(listener, nil, nil)
-            if fd < 0 {
-                if errno == EINTR { continue }
-                if state.withLock({ $0.stopped }) { break }
-                if errno == EMFILE || errno == ENFILE || errno == ECONNABORTED { usleep(10_000); continue }
-                break
-            }
+        while let fd = ListeningSocket.accept(listener, stopped: { state.withLock { $0.stopped } }) {
             let accepted = state.withLock { s -> Bool in
                 guard !s.stopped, s.connections.count < Self.maxConnections else { return false }
                 s.connections.insert(fd)
