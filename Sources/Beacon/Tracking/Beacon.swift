@@ -106,7 +106,7 @@ public final class Beacon: Sendable {
         self.presets = Beacon.presets(appVersion: configuration.appVersion)
 
         let diagnostics = configuration.diagnostics
-        let store = IdentityStore(directory: log.configuration.directory, fileSystem: log.configuration.fileSystem)
+        let store = IdentityStore(directory: log.directory, fileSystem: log.configuration.fileSystem)
         self.identityStore = store
         var identity: IdentityStore.Identity
         var mustSave = false

@@ -156,8 +156,8 @@ public actor Uploader {
         self.diagnostics = { diagnostics(BeaconDiagnostic(kind: .delivery, deliveryError: $1, message: $0)) }
         self.report = diagnostics
         self.credentials = CredentialScrubber(configuration: configuration)
-        self.rejectedFile = RejectedFile(directory: log.configuration.directory, fileSystem: log.configuration.fileSystem)
-        self.inflightFile = InflightFile(directory: log.configuration.directory, fileSystem: log.configuration.fileSystem)
+        self.rejectedFile = RejectedFile(directory: log.directory, fileSystem: log.configuration.fileSystem)
+        self.inflightFile = InflightFile(directory: log.directory, fileSystem: log.configuration.fileSystem)
         self.requests = RequestBuilder(configuration: configuration)
         self.scheduling = Mutex(Scheduling(machine: UploaderScheduler(bulkSize: configuration.flushBulkSize, interval: configuration.effectiveFlushInterval)))
         quotaDrops.opened(log)
