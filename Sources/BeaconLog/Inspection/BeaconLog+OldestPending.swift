@@ -34,7 +34,7 @@ extension BeaconLog {
         }
         for segment in segments where segment.number >= start.segment {
             let offset = segment.number == start.segment ? start.offset : 0
-            let path = path(ofSegment: segment.number)
+            let path = path(ofSegment: segment.number).path
             guard let found = Self.firstRecord(inFile: path, at: offset, notBefore: start.seq) else {
                 // The checkpoint's segment holds nothing more: the oldest pending record starts the next.
                 continue
@@ -88,7 +88,7 @@ extension BeaconLog {
         let numbers = names.compactMap(SegmentName.parse).sorted()
         let checkpoint = state.withLock { $0.checkpoint }
         guard let newest = numbers.last else { return nil }
-        let newestPath = path(ofSegment: newest)
+        let newestPath = path(ofSegment: newest).path
         guard let end = Self.dataEnd(ofFile: newestPath), let last = Self.lastRecordSeq(inFile: newestPath, before: end) else { return nil }
         var bytes: UInt64 = 0
         for number in numbers where number >= checkpoint.segment {
