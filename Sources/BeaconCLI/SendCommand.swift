@@ -76,6 +76,9 @@ struct SendCommand: Command {
         default:
             transport = tls == nil ? Uploader.defaultTransport(for: url) : try socketTransport(tls)
         }
+        // Its connection (a TLS goodbye, SSL_free) is closed on this thread before run returns,
+        // not by a deinitializer on whichever thread lets go of it last, maybe during exit.
+        defer { (transport as? SocketTransport)?.close() }
         var config = DeliveryConfiguration(url: url)
         config.batchSize = try args.integer("--batch", default: 50, in: 1...100_000)
         if args.value("--catch-up-batch") != nil {
@@ -172,28 +175,63 @@ struct SendCommand: Command {
     /// Runs `body` on the concurrency pool and waits for it on this thread (in `poll`, with no
     /// periodic wakeup). On SIGINT or SIGTERM meanwhile, `onSignal` runs once beside it (to make
     /// `body` return early) and the wait goes on until `body` returns.
+    ///
+    /// Returns only after the tasks let go of `body` and `onSignal` and of what they captured: the
+    /// last reference to the uploader is then this thread's, and what its deinitializers do (a TLS
+    /// goodbye, `SSL_free`) happens here, before `exit`, never on a worker thread racing
+    /// `OPENSSL_cleanup` in `exit` (issue 26: SIGSEGV at exit after a TLS send).
     static func waitFor<T: Sendable>(_ body: @escaping @Sendable () async -> T, onSignal: (@Sendable () async -> Void)? = nil) -> T {
         let done = SocketWaker()
         let box = Mutex<T?>(nil)
+        let work = ClosureSlot(body)
         Task {
-            let value = await body()
+            var taken = work.take()
+            let value = await taken!()
+            taken = nil  // released before the wake: see above
             box.withLock { $0 = value }
             done.wake()
         }
         var signalled = false
+        let signalHandled = DispatchSemaphore(value: 0)
         while box.withLock({ $0 == nil }) {
             let watchSignal = onSignal != nil && !signalled
             let ready = Readiness.waitReadable(watchSignal ? [done.fd, Interruption.fd] : [done.fd], timeout: done.fd < 0 ? .milliseconds(100) : nil)
             if watchSignal, ready.contains(1) || Interruption.signal != 0, let onSignal {
                 signalled = true
-                Task { await onSignal() }
+                let handler = ClosureSlot(onSignal)
+                Task {
+                    var taken = handler.take()
+                    await taken!()
+                    taken = nil
+                    signalHandled.signal()
+                }
             }
         }
+        // Blocking here is fine: this is the process's main thread, not one of the pool's.
+        if signalled { signalHandled.wait() }
         return box.withLock { $0! }
     }
 
     /// Waits up to `duration`, returning early on SIGINT/SIGTERM.
     static func pauseUnlessInterrupted(_ duration: Duration) {
         _ = Readiness.waitReadable([Interruption.fd], timeout: duration)
+    }
+}
+
+/// A closure handed to a task that takes it out, so that the task can let go of it (and of what
+/// it captured) at a point of its choosing instead of when the task's own closure is destroyed.
+final class ClosureSlot<Function: Sendable>: Sendable {
+    private let slot: Mutex<Function?>
+
+    init(_ function: Function) {
+        slot = Mutex(function)
+    }
+
+    /// The closure; nil after the first call.
+    func take() -> Function? {
+        slot.withLock { value in
+            defer { value = nil }
+            return value
+        }
     }
 }
