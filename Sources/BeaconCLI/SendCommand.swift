@@ -13,7 +13,7 @@ struct SendCommand: Command {
         beacon send DIR --url URL [--batch N] [--catch-up-batch N] [--format array|envelope|ndjson]
                         [--gzip] [--header 'K: V']... [--follow] [--retries N]
                         [--transport auto|urlsession|socket]
-                        [--cacert FILE|DIR] [--cert FILE --key FILE]
+                        [--cacert FILE|DIR] [--cert FILE --key FILE] [--metrics HOST:PORT]
           Uploads DIR's pending events to URL in order with Beacon's uploader, holding DIR's
           reader lock (a service may keep appending), and acknowledges each batch when the
           collector answers 2xx. Answers are handled as the library does: 5xx, 408, 429 and
@@ -46,6 +46,13 @@ struct SendCommand: Command {
           --cert FILE, --key FILE
                           https: the client certificate (PEM) and its unencrypted key, for a
                           collector that asks for one (mutual TLS)
+          --metrics HOST:PORT
+                          serve GET /metrics there while sending (e.g. 127.0.0.1:9464): Prometheus'
+                          text format, or OpenMetrics when the scraper asks for it; pending
+                          records and bytes, the oldest pending event's age, events, requests and
+                          bytes sent, answers by class, retries, set aside, dropped, corrupt
+                          records passed over, the last success, request durations, the window
+                          in flight (names beacon_..., see the README's "Metrics")
           Exit: 0 drained (or stopped by a signal with --follow), 64 usage, 74 events could not
           be delivered (collector down or refusing the configuration: 401, 403, 404, a
           certificate that fails verification...; they stay pending; the message quotes the
@@ -53,7 +60,7 @@ struct SendCommand: Command {
         """
 
     static func run(_ arguments: [String]) throws -> Int32 {
-        let args = try ParsedArguments(arguments, options: ["--url", "--batch", "--catch-up-batch", "--format", "--header", "--retries", "--transport", "--cacert", "--cert", "--key"], flags: ["--gzip", "--follow"], positionals: 1...1)
+        let args = try ParsedArguments(arguments, options: ["--metrics", "--url", "--batch", "--catch-up-batch", "--format", "--header", "--retries", "--transport", "--cacert", "--cert", "--key"], flags: ["--gzip", "--follow"], positionals: 1...1)
         guard let urlText = args.value("--url") else { throw CLIError(.usage, "--url is required") }
         guard let url = URL(string: urlText), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host != nil else {
             throw CLIError(.usage, "--url must be an http or https URL, not '\(RedactedURL(text: urlText))'")
@@ -101,6 +108,9 @@ struct SendCommand: Command {
         let uploader = try Uploader(log: log, configuration: config, transport: transport, diagnostics: { diagnostic in
             if diagnostic.deliveryError?.code != .storage { Console.writeError("beacon send: \(diagnostic.message)\n") }
         })
+        let metricsServer = try args.value("--metrics").map { try MetricsEndpoint.start($0, uploader: uploader) }
+        defer { metricsServer?.stop() }
+        if let metricsServer { Console.writeError("beacon send: metrics at http://\(metricsServer.address)/metrics\n") }
         // --follow wakes when the writer appends (inotify), not on a timer.
         let watcher = follow ? LogWatcher(directory: directory) : nil
         if let reason = watcher?.unavailable { Console.writeError("beacon send: \(reason); looking for new events every 0.5 s instead\n") }

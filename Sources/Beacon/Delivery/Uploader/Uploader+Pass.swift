@@ -263,7 +263,9 @@ extension Uploader {
                 } else {
                     message = "sending \(count) events to \(RedactedURL(configuration.url)) failed: \(answer.detail); they stay stored and are retried"
                 }
-                return (sent, .failed(fail(Self.error(.transient, message, answer: answer), retryAfter: answer.retryAfter)))
+                let error = Self.error(.transient, message, answer: answer)
+                observePause(answer.status.map { "HTTP \($0)" } ?? answer.detail, error: error)
+                return (sent, .failed(fail(error, retryAfter: answer.retryAfter)))
 
             case .stop(.pause(let answer)), .stop(.refusedEverything(let answer)):
                 guard let status = answer.status else {
@@ -271,6 +273,7 @@ extension Uploader {
                     let message = "\(answer.detail); delivery is paused with backoff and every event is kept (\(pendingEvents) pending). Fix the TLS configuration (CA, client certificate) or the collector's certificate"
                     let error = Self.error(.configuration, message, answer: answer)
                     if counters.paused != "TLS" { diagnostics(message, error) }
+                    observePause("TLS: \(answer.detail)", error: error, announced: counters.paused != "TLS")
                     counters.paused = "TLS"
                     return (sent, .failed(fail(error, retryAfter: nil)))
                 }
@@ -278,7 +281,9 @@ extension Uploader {
                     ? "\(RedactedURL(configuration.url)) answered \(status)\(Self.quote(answer.detail)) to every request, down to single events, and accepted none: the collector refuses this client, not its data (a client certificate it requires? http:// to an https port? a proxy?); no event was set aside, delivery is paused with backoff and every event is kept (\(pendingEvents) pending). Fix the collector URL, TLS or proxy settings"
                     : "\(RedactedURL(configuration.url)) answered \(status)\(Self.hint(status))\(Self.quote(answer.detail)); delivery is paused with backoff and every event is kept (\(pendingEvents) pending). Fix the collector URL or credentials"
                 let error = Self.error(.configuration, message, answer: answer)
-                if counters.paused == nil || counters.lastStatus != status { diagnostics(message, error) }
+                let announce = counters.paused == nil || counters.lastStatus != status
+                if announce { diagnostics(message, error) }
+                observePause("HTTP \(status)", error: error, announced: announce)
                 counters.paused = "HTTP \(status)"
                 return (sent, .failed(fail(error, retryAfter: answer.retryAfter)))
 
