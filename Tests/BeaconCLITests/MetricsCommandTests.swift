@@ -126,7 +126,11 @@ struct MetricsCommandTests {
             print("SKIPPED: the prometheus server is not installed (apt-get install prometheus): no real scrape was tested")
             return
         }
-        let home = FileManager.default.temporaryDirectory.appendingPathComponent("beacon-prometheus-\(UUID().uuidString)").path
+        // Its storage in memory (/dev/shm) when there is one: the TSDB's WAL writes and fsyncs
+        // stalled the disk long enough for the suites running beside this one to miss their
+        // real-time deadlines. One Go thread, at low priority, for the same reason.
+        let base = FileManager.default.isWritableFile(atPath: "/dev/shm") ? URL(fileURLWithPath: "/dev/shm") : FileManager.default.temporaryDirectory
+        let home = base.appendingPathComponent("beacon-prometheus-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: home + "/data", withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: home) }
         let config = """
@@ -141,9 +145,10 @@ struct MetricsCommandTests {
         try config.write(toFile: home + "/prometheus.yml", atomically: true, encoding: .utf8)
         let webPort = try freeLoopbackPort()
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: prometheus)
-        process.arguments = ["--config.file=\(home)/prometheus.yml", "--storage.tsdb.path=\(home)/data",
-                             "--web.listen-address=127.0.0.1:\(webPort)", "--log.level=warn"]
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/nice")
+        process.environment = ProcessInfo.processInfo.environment.merging(["GOMAXPROCS": "1"]) { $1 }
+        process.arguments = ["-n", "10", prometheus, "--config.file=\(home)/prometheus.yml", "--storage.tsdb.path=\(home)/data",
+                             "--web.listen-address=127.0.0.1:\(webPort)", "--log.level=warn", "--storage.tsdb.wal-segment-size=10MB"]
         process.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
         let log = home + "/prometheus.log"
         _ = FileManager.default.createFile(atPath: log, contents: nil)
