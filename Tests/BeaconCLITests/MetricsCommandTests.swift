@@ -44,7 +44,13 @@ struct MetricsCommandTests {
     }
 
     @Test("send --follow --metrics: Prometheus text and OpenMetrics pass promtool; pending and lag rise during an outage, fall after it; a Prometheus server scrapes it")
-    func sendServesMetrics() throws {
+    func sendServesMetrics() async throws {
+        // Its waits block (processes, polling): on a thread of its own, never one of the
+        // concurrency pool's two, where they starved the suites beside it (their deadlines slipped).
+        try await onOwnThread { try Self.sendServesMetricsBlocking() }
+    }
+
+    static func sendServesMetricsBlocking() throws {
         try withTemporaryDirectory { dir in
             #expect(try BeaconToolRunner.run(["append", dir], stdin: stdinData(events(20))).status == 0)
             let collector = try LoopbackCollector()
@@ -96,7 +102,7 @@ struct MetricsCommandTests {
             #expect((Self.value("beacon_last_success_timestamp_seconds", in: after.body) ?? 0) > Date().timeIntervalSince1970 - 120)
 
             #expect(try Self.run(Self.tool("promtool") ?? "/bin/true", ["check", "metrics"], stdin: after.body).status == 0)
-            try Self.prometheusScrapes(port)
+            try prometheusScrapes(port)
             let stopped = sender.signal(SIGTERM)
             #expect(stopped.status == 0, "\(stopped.stderr)")
             // One paused and one resumed line, nothing more about the outage.
@@ -202,6 +208,14 @@ struct MetricsCommandTests {
             return Double(line.dropFirst(name.count + 1))
         }
         return nil
+    }
+}
+
+/// Runs blocking `body` on a new thread, not on the concurrency pool, and waits for it.
+func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        let thread = Thread { continuation.resume(with: Result { try body() }) }
+        thread.start()
     }
 }
 
