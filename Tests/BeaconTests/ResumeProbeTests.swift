@@ -223,24 +223,32 @@ struct ResumeProbeTests {
 
     // MARK: The uploader
 
+    /// An uploader of `events` for a collector that is away (a port nothing listens on, which
+    /// the returned port can bring back), backing off 60 s without jitter: its loop started, its
+    /// first pass failed and a probe saw the collector down.
+    func uploaderForAbsentCollector(_ dir: DeliveryTempDir, events: Int) async throws -> (Uploader, UInt16) {
+        let away = try LoopbackCollector()
+        let port = away.port
+        away.stop()
+        let log = try deliveryLog(dir, events: 0..<events)
+        var config = testDelivery(URL(string: "http://127.0.0.1:\(port)/events")!)
+        config.backoff = .init(initial: .seconds(60), maximum: .seconds(60), jitter: false)
+        let uploader = try Uploader(log: log, configuration: config, transport: SocketTransport(), diagnostics: { _ in })
+        uploader.start()
+        #expect(await eventually { await uploader.stats.failedRequests >= 1 }, "the first pass fails: nothing listens")
+        // The outage lasts until a probe has seen the collector down (a return before the first
+        // probe is not seen: the backoff runs out then, ResumeProbe's rule).
+        #expect(await eventually { uploader.scheduling.withLock { $0.machine.probe.backoff?.sawDown == true } })
+        return (uploader, port)
+    }
+
     /// The collector goes away before the first pass and comes back while the uploader backs off
     /// for 60 s (no jitter): without probes, nothing would be sent for a minute.
     @Test("the uploader's loop resumes within seconds of the collector's return, not when a 60 s backoff ends")
     func uploaderResumesPromptly() async throws {
         let dir = DeliveryTempDir()
         defer { dir.remove() }
-        let away = try LoopbackCollector()
-        let port = away.port
-        away.stop()
-        let log = try deliveryLog(dir, events: 0..<25)
-        var config = testDelivery(URL(string: "http://127.0.0.1:\(port)/events")!)
-        config.backoff = .init(initial: .seconds(60), maximum: .seconds(60), jitter: false)
-        let uploader = try Uploader(log: log, configuration: config, transport: SocketTransport(), diagnostics: { _ in })
-        uploader.start()
-        #expect(await eventually { await uploader.stats.failedRequests >= 1 }, "the first pass fails: nothing listens")
-        // The outage: until a probe has seen the collector down (a return before the first probe
-        // is not seen: the backoff runs out then, ResumeProbe's rule).
-        #expect(await eventually { uploader.scheduling.withLock { $0.machine.probe.backoff?.sawDown == true } })
+        let (uploader, port) = try await uploaderForAbsentCollector(dir, events: 25)
         let collector = try LoopbackCollector(port: port)
         defer { collector.stop() }
         let delivered = await eventually(30) { collector.acceptedEventCount == 25 }
@@ -250,21 +258,13 @@ struct ResumeProbeTests {
         #expect(result.remaining == 0)
     }
 
-    @Test("shutdown while the loop probes a collector that drops connections returns promptly")
-    func shutdownDuringProbe() async throws {
+    @Test("shutdown while the loop backs off probing an absent collector: it returns, the loop ends, nothing is lost")
+    func shutdownWhileProbing() async throws {
         let dir = DeliveryTempDir()
         defer { dir.remove() }
-        let away = try LoopbackCollector()
-        let port = away.port
-        away.stop()
-        let log = try deliveryLog(dir, events: 0..<5)
-        var config = testDelivery(URL(string: "http://127.0.0.1:\(port)/events")!)
-        config.backoff = .init(initial: .seconds(60), maximum: .seconds(60), jitter: false)
-        let uploader = try Uploader(log: log, configuration: config, transport: SocketTransport(), diagnostics: { _ in })
-        uploader.start()
-        #expect(await eventually { await uploader.stats.failedRequests >= 1 })
-        try? await Task.sleep(for: .milliseconds(700))
+        let (uploader, _) = try await uploaderForAbsentCollector(dir, events: 5)
         let result = await uploader.shutdown(timeout: .zero)
         #expect(result.remaining == 5, "nothing was delivered, nothing lost")
+        #expect(uploader.scheduling.withLock { $0.backgroundLoop == nil && $0.probe == nil })
     }
 }
