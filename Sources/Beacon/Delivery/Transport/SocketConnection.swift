@@ -165,7 +165,7 @@ final class SocketConnection: @unchecked Sendable {
     /// Connections opened so far (for tests and the benchmark).
     private(set) var opened = 0
     /// How host names are looked up (`getaddrinfo`; tests slow it down or script it).
-    private let lookup: SocketResolver.Lookup
+    let lookup: SocketResolver.Lookup
 
     init(maxResponseBodyBytes: Int, readBufferBytes: Int = 64 << 10, lookup: @escaping SocketResolver.Lookup = SocketResolver.system) {
         self.lookup = lookup
@@ -266,7 +266,7 @@ final class SocketConnection: @unchecked Sendable {
 
     // MARK: - Connecting
 
-    private func connect(_ endpoint: SocketEndpoint, deadline: UInt64, isCancelled: () -> Bool) throws(Failure) {
+    func connect(_ endpoint: SocketEndpoint, deadline: UInt64, isCancelled: () -> Bool) throws(Failure) {
         let (host, port) = endpoint.connectsTo
         let addresses = try SocketResolver.resolve(host, port: port, lookup: lookup, deadline: deadline, waker: waker, isCancelled: isCancelled)
         let s = try SocketConnector.connect(addresses, deadline: deadline, waker: waker, isCancelled: isCancelled)

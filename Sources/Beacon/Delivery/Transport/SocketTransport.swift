@@ -38,7 +38,7 @@ import Synchronization
 /// ```
 public final class SocketTransport: Transport {
     private let queue = DispatchQueue(label: "beacon.socket-transport")
-    private let connection: SocketConnection
+    let connection: SocketConnection
     /// The last URL's endpoint, so that a URL is taken apart once, not per request.
     private let endpoints = Mutex<SocketEndpoint?>(nil)
     /// Requests of this transport still in memory (for tests).
@@ -129,7 +129,7 @@ public final class SocketTransport: Transport {
         }
     }
 
-    private func endpoint(for url: URL) throws -> SocketEndpoint {
+    func endpoint(for url: URL) throws -> SocketEndpoint {
         if let known = endpoints.withLock({ $0 }), known.url == url { return known }
         var endpoint = try SocketEndpoint(url, route: ProxyRoute(for: url, environment: environment))
         if endpoint.secure {
