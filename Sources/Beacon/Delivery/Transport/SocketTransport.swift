@@ -37,10 +37,10 @@ import Synchronization
 /// configuration.transport = SocketTransport()
 /// ```
 public final class SocketTransport: Transport {
-    private let queue = DispatchQueue(label: "beacon.socket-transport")
-    private let connection: SocketConnection
+    let queue = DispatchQueue(label: "beacon.socket-transport")
+    let connection: SocketConnection
     /// The last URL's endpoint, so that a URL is taken apart once, not per request.
-    private let endpoints = Mutex<SocketEndpoint?>(nil)
+    let endpoints = Mutex<SocketEndpoint?>(nil)
     /// Requests of this transport still in memory (for tests).
     let live = LiveCounts()
     /// The TLS context for `https://`, made once: at ``init(tls:)``, or at the first `https://`
@@ -129,7 +129,7 @@ public final class SocketTransport: Transport {
         }
     }
 
-    private func endpoint(for url: URL) throws -> SocketEndpoint {
+    func endpoint(for url: URL) throws -> SocketEndpoint {
         if let known = endpoints.withLock({ $0 }), known.url == url { return known }
         var endpoint = try SocketEndpoint(url, route: ProxyRoute(for: url, environment: environment))
         if endpoint.secure {

@@ -90,6 +90,8 @@ public actor Uploader {
     }
 
     var counters = DeliveryStats()
+    /// The window of requests in flight, adapted to the collector (Uploader+Window.swift).
+    var window: RequestWindow
     /// Answers by class, request durations, requests in flight, pauses (Uploader+Metrics.swift).
     var observed = DeliveryObservations()
     /// Callers waiting for the result of the flush that runs or is queued.
@@ -159,6 +161,7 @@ public actor Uploader {
         self.rejectedFile = RejectedFile(directory: log.directory, fileSystem: log.configuration.fileSystem)
         self.inflightFile = InflightFile(directory: log.directory, fileSystem: log.configuration.fileSystem)
         self.requests = RequestBuilder(configuration: configuration)
+        self.window = RequestWindow(maximum: configuration.maxRequestsInFlight)
         self.scheduling = Mutex(Scheduling(machine: UploaderScheduler(bulkSize: configuration.flushBulkSize, interval: configuration.effectiveFlushInterval)))
         quotaDrops.opened(log)
     }
@@ -176,6 +179,8 @@ public actor Uploader {
         var stats = counters
         stats.pendingEvents = pendingEvents
         stats.droppedEvents = quotaDrops.count(log)
+        stats.requestsInFlight = observed.requestsInFlight
+        stats.requestWindow = window.effectiveLimit
         return stats
     }
 
