@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "BeaconTesting", targets: ["BeaconTesting"]),
         .executable(name: "beacon", targets: ["BeaconCLI"]),
         .executable(name: "beacon-bench", targets: ["BeaconBenchmarks"]),
+        .executable(name: "beacon-delay-proxy", targets: ["beacon-delay-proxy"]),
     ],
     targets: [
         // CRC-32C with the CPU's instruction (SSE4.2 / AArch64 CRC); BeaconLog falls back to Swift.
@@ -30,9 +31,13 @@ let package = Package(
         .executableTarget(name: "BeaconCLI", dependencies: ["Beacon", "BeaconLog", "BeaconHTTPServer"]),
         .executableTarget(
             name: "BeaconBenchmarks",
-            dependencies: ["Beacon", "BeaconLog", "BeaconTesting", "BeaconTestSupport"],
+            dependencies: ["Beacon", "BeaconLog", "BeaconTesting", "BeaconTestSupport", "DelayProxy"],
             path: "Benchmarks/BeaconBenchmarks"
         ),
+        // A TCP proxy delaying each direction (a collector far away on loopback; no netem here):
+        // beacon-bench's distance phase and its tests use it, `beacon-delay-proxy` runs it alone.
+        .target(name: "DelayProxy", path: "Benchmarks/DelayProxy"),
+        .executableTarget(name: "beacon-delay-proxy", dependencies: ["DelayProxy"], path: "Benchmarks/BeaconDelayProxy"),
         // The chaos harness (`swift run beacon-chaos --seed S --duration 60s`): `beacon append`,
         // `beacon send --follow` and a tracker in child processes, killed, stopped and restarted
         // at random against a collector of its own answering every documented way; exact accounting.
@@ -52,7 +57,7 @@ let package = Package(
         // The file system with scriptable faults and a journal of every call, which the suites share.
         .target(name: "FaultInjection", dependencies: ["BeaconLog"], path: "Tests/FaultInjection"),
         .testTarget(name: "BeaconLogTests", dependencies: ["BeaconLog", "BeaconTestSupport", "FaultInjection", "beacon-test-child"]),
-        .testTarget(name: "BeaconTests", dependencies: ["Beacon", "BeaconLog", "BeaconTesting", "BeaconTestSupport", "FaultInjection", "ReadmeSnippets", "beacon-test-child"]),
+        .testTarget(name: "BeaconTests", dependencies: ["Beacon", "BeaconLog", "BeaconTesting", "BeaconTestSupport", "FaultInjection", "ReadmeSnippets", "beacon-test-child", "DelayProxy"]),
         // Also the ClickHouse integration suite: it drives the built `beacon`, the test child and a tracker.
         .testTarget(name: "BeaconCLITests", dependencies: ["Beacon", "BeaconLog", "BeaconCLI", "BeaconTesting", "BeaconTestSupport", "beacon-test-child"]),
     ],

@@ -3,11 +3,6 @@
 /// set aside was delivered; first arrivals in log order; bytes unchanged; duplicates within the
 /// documented bound.
 enum ChaosAccounting {
-    /// `--tolerate-known-open`: the two findings issue 26 still has open (first arrivals out of
-    /// log order while a front event is isolated; the quota's count above what was not delivered)
-    /// are printed as known open instead of failing the run. Every other check still fails it.
-    nonisolated(unsafe) static var tolerateKnownOpen = false
-
     /// One line of `rejected.jsonl`.
     struct SetAside {
         var id: UInt64
@@ -18,10 +13,9 @@ enum ChaosAccounting {
         var line: String
     }
 
-    /// What `beacon append` said it dropped, and whether it called them never delivered.
+    /// What `beacon append` said its quota dropped: its own count, before a sender settled it.
     struct ToolCount {
         var dropped = 0
-        var saysNeverDelivered = false
     }
 
     struct Result {
@@ -32,28 +26,31 @@ enum ChaosAccounting {
         var deliveredUnsure = 0
         /// The log's counters of lost events (quota and the like), from `beacon status --json`.
         var dropped = 0
+        /// `dropped.quotaInDoubt`: deleted by the quota after they were sent without a recorded answer.
+        var inDoubt = 0
+        /// Of those, the ones the collector had accepted.
+        var inDoubtDelivered = 0
         var setAside = 0
         var duplicateEvents = 0
         var duplicateRequests = 0
         var duplicateBound = 0
+        /// First arrivals after a later event, and how many of them each order rule allowed.
+        var outOfOrder = 0
+        var explainedOutOfOrder: [ChaosOrder.Explanation: Int] = [:]
         var poisonProduced = 0
         var problems: [String] = []
-        /// Findings of the two known open defects, when tolerated (``tolerateKnownOpen``).
-        var knownOpen: [String] = []
 
         var summary: String {
-            "\(source): produced=\(produced) delivered=\(delivered)\(deliveredUnsure > 0 ? "(+\(deliveredUnsure) of the unsure)" : "") dropped=\(dropped) set_aside=\(setAside) (poison produced \(poisonProduced)) duplicates=\(duplicateEvents) in \(duplicateRequests) requests (bound \(duplicateBound))"
+            "\(source): produced=\(produced) delivered=\(delivered)\(deliveredUnsure > 0 ? "(+\(deliveredUnsure) of the unsure)" : "") dropped=\(dropped) in_doubt=\(inDoubt) (\(inDoubtDelivered) of them delivered) set_aside=\(setAside) (poison produced \(poisonProduced)) duplicates=\(duplicateEvents) in \(duplicateRequests) requests (bound \(duplicateBound)) out_of_order=\(outOfOrder)\(outOfOrder > 0 ? " (" + explainedOutOfOrder.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.value) after \($0.key.rawValue)" }.joined(separator: ", ") + ")" : "")"
         }
     }
 
     static func account(_ source: ChaosSource, events: ChaosEvents, produced ranges: [Range<UInt64>], maybe: [Range<UInt64>],
                         arrivals: ChaosCollector.Arrivals, status: [String: Any], rejected: [SetAside],
-                        outages: [ClosedRange<Int64>] = [], toolDropped: ToolCount? = nil, interruptions: Int, maxBatch: Int, window: Int = ChaosRun.window) -> Result {
+                        outages: [ClosedRange<Int64>] = [], toolDropped: ToolCount? = nil, inDoubt inDoubtRanges: [ClosedRange<UInt64>] = [],
+                        interruptions: Int, maxBatch: Int, window: Int = ChaosRun.window) -> Result {
         var result = Result(source: source)
         func problem(_ text: String) { result.problems.append("\(source): \(text)") }
-        func knownOpen(_ text: String) {
-            if tolerateKnownOpen { result.knownOpen.append("\(source): \(text)") } else { problem(text) }
-        }
         func list(_ ids: some Collection<UInt64>) -> String {
             ids.sorted().prefix(10).map(String.init).joined(separator: ", ") + (ids.count > 10 ? "…" : "")
         }
@@ -71,18 +68,13 @@ enum ChaosAccounting {
         if !phantom.isEmpty { problem("\(phantom.count) delivered events were never produced: ids \(list(phantom))") }
         result.delivered = delivered.intersection(produced).count
         result.deliveredUnsure = delivered.intersection(unsure).count
-        var firsts = Set<UInt64>()
-        var last: UInt64?
-        var outOfOrder = 0
-        var example = ""
-        for id in arrivals.ids where firsts.insert(id).inserted {
-            if let last, id < last {
-                outOfOrder += 1
-                if example.isEmpty { example = "id \(id) arrived first after id \(last)" }
-            }
-            last = max(last ?? id, id)
+        // First arrivals in log order, but for what the README's order rule allows (ChaosOrder).
+        let order = ChaosOrder(arrivals.requests)
+        result.outOfOrder = order.outOfOrder
+        result.explainedOutOfOrder = order.explained
+        if !order.unexplained.isEmpty {
+            problem("\(order.unexplained.count) events arrived first out of log order, which no order rule allows: \(order.unexplained.prefix(3).joined(separator: "; "))")
         }
-        if outOfOrder > 0 { knownOpen("\(outOfOrder) events arrived first out of log order (\(example))") }
         if arrivals.byteMismatches > 0 {
             problem("\(arrivals.byteMismatches) delivered events differ from the bytes produced: \(arrivals.mismatchExamples.joined(separator: "; "))")
         }
@@ -108,18 +100,42 @@ enum ChaosAccounting {
         let setAsideDelivered = setAside.intersection(delivered)
         if !setAsideDelivered.isEmpty { problem("\(setAsideDelivered.count) events set aside were also delivered: ids \(list(setAsideDelivered))") }
 
-        // Dropped: the log's loss counters against what neither arrived nor was set aside.
+        // In doubt: the quota deleted them after a sender had sent them without recording the
+        // answer; the sender named each (its diagnostic's seqs, which are the ids here). Each is
+        // counted once, was produced, and may or may not have arrived.
         let droppedByReason = (status["dropped"] as? [String: Any] ?? [:]).compactMapValues { $0 as? Int }
-        let setAsideCounters: Set<String> = ["rejected", "expired"]
-        result.dropped = droppedByReason.filter { !setAsideCounters.contains($0.key) }.values.reduce(0, +)
-        let missing = produced.subtracting(delivered).subtracting(setAside)
-        if missing.count > result.dropped {
-            problem("\(missing.count - result.dropped) events lost without being counted: \(missing.count) produced events were neither delivered nor set aside, and the log counts \(result.dropped) as dropped \(droppedByReason); missing ids \(list(missing))")
-        } else if missing.count < result.dropped {
-            knownOpen("the log counts \(result.dropped) events as dropped \(droppedByReason), but only \(missing.count) produced events were neither delivered nor set aside: \(result.dropped - missing.count) counted as dropped were delivered")
+        var inDoubt = Set<UInt64>()
+        var namedInDoubt = 0
+        for range in inDoubtRanges {
+            namedInDoubt += range.count
+            for id in range where !inDoubt.insert(id).inserted { problem("id \(id) was named in doubt twice") }
         }
-        if let toolDropped, toolDropped.saysNeverDelivered ? toolDropped.dropped != missing.count : toolDropped.dropped < missing.count {
-            problem("beacon append said it dropped \(toolDropped.dropped) records\(toolDropped.saysNeverDelivered ? " (\"never delivered\")" : ""), but \(missing.count) produced events were neither delivered nor set aside")
+        result.inDoubt = droppedByReason["quotaInDoubt"] ?? 0
+        result.inDoubtDelivered = inDoubt.intersection(delivered).count
+        if result.inDoubt != namedInDoubt {
+            problem("the log counts \(result.inDoubt) events as in doubt (quotaInDoubt), the sender named \(namedInDoubt) (\(inDoubtRanges.count) ranges)")
+        }
+        let inDoubtNotProduced = inDoubt.subtracting(produced).subtracting(unsure)
+        if !inDoubtNotProduced.isEmpty { problem("\(inDoubtNotProduced.count) events counted in doubt were never produced: ids \(list(inDoubtNotProduced))") }
+        let inDoubtSetAside = inDoubt.intersection(setAside)
+        if !inDoubtSetAside.isEmpty { problem("\(inDoubtSetAside.count) events counted in doubt were also set aside: ids \(list(inDoubtSetAside))") }
+
+        // Dropped (never sent): the log's loss counters against exactly what neither arrived, nor
+        // was set aside, nor is in doubt. produced = delivered ∪ dropped ∪ in doubt ∪ set aside.
+        let notDropped: Set<String> = ["rejected", "expired", "quotaInDoubt"]
+        result.dropped = droppedByReason.filter { !notDropped.contains($0.key) }.values.reduce(0, +)
+        let missing = produced.subtracting(delivered).subtracting(setAside)
+        let missingNotInDoubt = missing.subtracting(inDoubt)
+        if missingNotInDoubt.count > result.dropped {
+            problem("\(missingNotInDoubt.count - result.dropped) events lost without being counted: \(missing.count) produced events were neither delivered nor set aside (\(missing.count - missingNotInDoubt.count) of them in doubt), and the log counts \(result.dropped) as dropped \(droppedByReason); missing ids \(list(missingNotInDoubt))")
+        } else if missingNotInDoubt.count < result.dropped {
+            problem("the log counts \(result.dropped) events as dropped (never sent) \(droppedByReason), but only \(missingNotInDoubt.count) produced events were neither delivered, nor set aside, nor in doubt: \(result.dropped - missingNotInDoubt.count) counted as dropped were delivered")
+        }
+        // `beacon append` reports the quota's own count, before a sender settles it: every
+        // record it deleted unacknowledged, so at least the dropped and at most the dropped,
+        // the in doubt and those delivered after all.
+        if let toolDropped, toolDropped.dropped < missingNotInDoubt.count {
+            problem("beacon append said it dropped \(toolDropped.dropped) records, but \(missingNotInDoubt.count) produced events were neither delivered, nor set aside, nor in doubt")
         }
         if let counted = droppedByReason["rejected"], counted != setAside.count {
             problem("the log counts \(counted) events as rejected, rejected.jsonl holds \(setAside.count)")
@@ -152,7 +168,6 @@ struct ChaosReport {
     var problems: [String] = []
 
     var allProblems: [String] { problems + sources.flatMap(\.problems) }
-    var knownOpenCount: Int { sources.map(\.knownOpen.count).reduce(0, +) }
 
     /// The one summary line.
     var summary: String {
@@ -164,6 +179,5 @@ struct ChaosReport {
             + " collector: restarts=\(n("collector_restarts")) outages=\(n("outages")) answers: \(answerText)"
             + " | " + sources.map(\.summary).joined(separator: " | ")
             + " | " + (allProblems.isEmpty ? "OK" : "FAILED (\(allProblems.count) problems)")
-            + (knownOpenCount > 0 ? " with \(knownOpenCount) known open (tolerated)" : "")
     }
 }

@@ -38,6 +38,8 @@ final class ChaosCollector: Sendable {
         /// Tracker events: a hash of the first copy's bytes, by id.
         var firstCopy: [UInt64: UInt64] = [:]
         var seen = Set<UInt64>()
+        /// Every request with its events and answer, in the order decided (for ``ChaosOrder``).
+        var requests: [ChaosOrder.Request] = []
     }
 
     private struct State {
@@ -261,6 +263,7 @@ final class ChaosCollector: Sendable {
                 s.refusedLast.insert(key)
             }
             s.answers[answer, default: 0] += 1
+            s.arrivals[source, default: Arrivals()].requests.append(ChaosOrder.Request(ids: ids, answer: answer))
             if let log = s.log {
                 fputs("\(String(format: "%.3f", Date().timeIntervalSince(started))) \(source) \(first) \(ids.count) \(answer.rawValue)\(poisoned ? " poison" : "")\n", log)
                 fflush(log)

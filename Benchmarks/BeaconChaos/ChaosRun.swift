@@ -358,7 +358,7 @@ final class ChaosRun: @unchecked Sendable {
             .sidecar, events: events,
             produced: [0..<produced], maybe: [],
             arrivals: collector.arrivals(.sidecar), status: sidecarStatus,
-            rejected: try readRejected(sidecarDir), outages: collector.downWindows, toolDropped: appendSaidDropped(),
+            rejected: try readRejected(sidecarDir), outages: collector.downWindows, toolDropped: appendSaidDropped(), inDoubt: sendSaidInDoubt(),
             interruptions: (counts["kills"] ?? 0) + (counts["terms"] ?? 0) + (counts["stops"] ?? 0) + (counts["collector_restarts"] ?? 0) + (counts["outages"] ?? 0),
             maxBatch: sender.maxBatch))
         let incarnations = tracker.incarnations.withLock { $0 }
@@ -389,18 +389,33 @@ final class ChaosRun: @unchecked Sendable {
     }
 
     /// The records `beacon append` said the quota dropped, over all its runs (the sum of the
-    /// "dropped N of the oldest pending records" ending each run, in `append.log`), and whether
-    /// it called them "never delivered" (then the count must be exact; otherwise it is the
-    /// quota's own count, of which `beacon status` takes back those delivered after all).
+    /// "dropped N of the oldest pending records" ending each run, in `append.log`): the quota's
+    /// own count, of which a sender takes back those delivered after all and those in doubt.
     func appendSaidDropped() -> ChaosAccounting.ToolCount {
         let text = (try? String(contentsOfFile: logDir + "/append.log", encoding: .utf8)) ?? ""
         var count = ChaosAccounting.ToolCount()
         for line in text.split(separator: "\n") {
             guard let range = line.range(of: ") dropped ") else { continue }
             count.dropped += Int(line[range.upperBound...].prefix { $0.isNumber }) ?? 0
-            if line.contains("never delivered") { count.saysNeverDelivered = true }
         }
         return count
+    }
+
+    /// The seqs (here the ids) `beacon send` said the quota deleted after they were sent without
+    /// a recorded answer: the "(dropped[quotaInDoubt], maybe delivered): seqs 5-9,12" of its
+    /// diagnostics in `send.log`.
+    func sendSaidInDoubt() -> [ClosedRange<UInt64>] {
+        let text = (try? String(contentsOfFile: logDir + "/send.log", encoding: .utf8)) ?? ""
+        var ranges: [ClosedRange<UInt64>] = []
+        for line in text.split(separator: "\n") {
+            guard let marker = line.range(of: "maybe delivered): seqs ") else { continue }
+            let list = line[marker.upperBound...].prefix { $0.isNumber || $0 == "-" || $0 == "," }
+            for item in list.split(separator: ",") {
+                let bounds = item.split(separator: "-").compactMap { UInt64($0) }
+                if let low = bounds.first, let high = bounds.last, low <= high { ranges.append(low...high) }
+            }
+        }
+        return ranges
     }
 
     /// `beacon status DIR --json`, parsed.

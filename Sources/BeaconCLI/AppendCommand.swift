@@ -93,7 +93,7 @@ struct AppendCommand: Command {
             return 128 + Interruption.signal
         }
         if dropped > 0 {
-            appender.stderr.write("beacon append: the disk quota (--max-disk \(maxDisk) bytes) dropped \(dropped) of the oldest pending records (`beacon status` takes back out those a sender had read and delivered after all); drain more often or raise --max-disk\n")
+            appender.stderr.write("beacon append: the disk quota (--max-disk \(maxDisk) bytes) dropped \(dropped) of the oldest pending records (`beacon status` takes back out those a sender had delivered after all, and counts those it had sent without a recorded answer as quotaInDoubt); drain more often or raise --max-disk\n")
         }
         if appender.refused > 0 {
             appender.stderr.write("beacon append: appended \(appender.appended) records; refused \(appender.refused) of \(appender.lineNumber) lines\n")

@@ -147,7 +147,7 @@ struct SendCommand: Command {
                     return ExitCode.ioError.rawValue
                 }
                 if !configurationProblem { Console.writeError("beacon send: \(error)\n") }
-                pauseUnlessInterrupted(config.backoff.delay(afterFailures: failures))
+                backOff(config.backoff.delay(afterFailures: failures), after: error, url: url, transport: transport, requestTimeout: config.requestTimeout)
             }
         }
         _ = waitFor { await uploader.shutdown(timeout: .zero) }
@@ -216,6 +216,33 @@ struct SendCommand: Command {
         // Blocking here is fine: this is the process's main thread, not one of the pool's.
         if signalled { signalHandled.wait() }
         return box.withLock { $0! }
+    }
+
+    /// Waits `delay` after a failed flush, returning early on SIGINT/SIGTERM and, after a failure
+    /// without an answer (connection refused, reset, a timeout), as soon as a probe (a connect and
+    /// the TLS handshake, no request; every 500 ms, on this thread) sees the collector come back
+    /// after seeing it down: ``ResumeProbe``'s rules, which the library's delivery loop follows too.
+    static func backOff(_ delay: Duration, after error: DeliveryError, url: URL, transport: any Transport, requestTimeout: Duration) {
+        guard error.isUnanswered, let prober = transport as? any ReachabilityProbing else {
+            pauseUnlessInterrupted(delay)
+            return
+        }
+        let clock = ContinuousClock(), start = clock.now
+        var probe = ResumeProbe()
+        probe.failed(retryAt: delay, unanswered: true)
+        let cancellation = ProbeCancellation()
+        while Interruption.signal == 0 {
+            let now = start.duration(to: clock.now)
+            switch probe.step(now: now, retryAt: delay) {
+            case .retry:
+                return
+            case .probe:
+                let reachable = prober.probe(url, timeout: min(probe.timeout, requestTimeout), cancellation: cancellation)
+                probe.probed(reachable: reachable, at: start.duration(to: clock.now))
+            case .wait(let until):
+                pauseUnlessInterrupted(until - now)
+            }
+        }
     }
 
     /// Waits up to `duration`, returning early on SIGINT/SIGTERM.

@@ -14,7 +14,9 @@ struct StatusCommand: Command {
           writer and reader locks. Takes no lock and writes nothing.
           --json   print one JSON object instead, with the keys pending_records, pending_bytes,
                    acked_seq (null if nothing was acknowledged), next_seq, segments, disk_bytes,
-                   dropped and refused (objects: reason -> count), corrupt_skipped, checkpoint
+                   dropped and refused (objects: reason -> count; dropped.quotaDeleted: deleted by
+                   the quota, never sent; dropped.quotaInDoubt: deleted by the quota after a
+                   sender sent them without recording the answer, maybe delivered), corrupt_skipped, checkpoint
                    ({segment, offset, seq}), writer_pid and reader_pid (null when unlocked),
                    oldest_pending_age_seconds (null when nothing is pending) and
                    oldest_pending_age_source ("time": the event's time field; "appended": the

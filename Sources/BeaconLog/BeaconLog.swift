@@ -107,10 +107,12 @@ public final class BeaconLog: Sendable {
             // a reader delivered of it after all. An instance that is both nets it out once.
             recovered.state.stats.dropped = canWrite && !canAcknowledge ? counters.dropped : counters.reportedDropped
             if canWrite && canAcknowledge {
-                recovered.state.countersDirty = counters.deliveredAfterDrop > 0
+                recovered.state.countersDirty = counters.deliveredAfterDrop > 0 || counters.inDoubtAfterDrop > 0
             } else {
                 recovered.state.deliveredAfterDrop = counters.deliveredAfterDrop
+                recovered.state.inDoubtAfterDrop = counters.inDoubtAfterDrop
             }
+            recovered.state.dropSettledThrough = counters.dropSettledThrough
             recovered.state.stats.refused = counters.refused
             recovered.state.stats.skippedCorrupt = counters.skippedCorrupt
             recovered.state.stats.skippedCorruptByReason = counters.skippedCorruptByReason

@@ -63,6 +63,13 @@ struct State: Sendable {
     /// Records the writer process's quota counted as dropped that this reader delivered after all
     /// (read before the drop, acknowledged after it). Persisted in `reader.counters`.
     var deliveredAfterDrop: UInt64 = 0
+    /// Records the writer process's quota counted as dropped that a sender had sent without
+    /// recording the answer (see ``DropReason/quotaInDoubt``). Persisted in `reader.counters`.
+    var inDoubtAfterDrop: UInt64 = 0
+    /// The seq below which every record a quota deleted has been settled (taken back as delivered
+    /// or moved to in doubt): settling again after a crash counts nothing twice. Persisted in
+    /// `reader.counters`.
+    var dropSettledThrough: UInt64 = 0
     var flushScheduled = false
     /// The furthest position at which a corrupt record was counted, so re-reading does not count it twice.
     var corruptCountedThrough: LogPosition?

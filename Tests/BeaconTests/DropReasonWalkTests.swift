@@ -141,7 +141,9 @@ struct DropReasonWalkTests {
     ]
 
     @Test func everyReasonHasAScenario() {
-        for reason in DropReason.allCases where Self.scenarios[reason] == nil && reason != .logError {
+        // `.quotaInDoubt` happens only beside a writer in another process (a sidecar's sender,
+        // never a tracker's own uploader): QuotaInDoubtTests walks it.
+        for reason in DropReason.allCases where Self.scenarios[reason] == nil && reason != .logError && reason != .quotaInDoubt {
             Issue.record("no scenario drops events for \(reason): add one to DropReasonWalkTests.scenarios")
         }
     }
@@ -156,7 +158,7 @@ struct DropReasonWalkTests {
         }
     }
 
-    @Test(arguments: DropReason.allCases.filter { $0 != .logError })
+    @Test(arguments: DropReason.allCases.filter { $0 != .logError && $0 != .quotaInDoubt })
     func walk(reason: DropReason) async throws {
         let scenario = try #require(Self.scenarios[reason])
         let seen = try await scenario()

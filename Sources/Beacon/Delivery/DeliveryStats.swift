@@ -19,6 +19,10 @@ public struct DeliveryStats: Sendable, Equatable {
     /// Events the log's quota deleted before they were delivered, since the uploader started
     /// (records deleted while in flight and then delivered are not counted).
     public var droppedEvents: UInt64 = 0
+    /// Events the log's quota deleted after they had been sent without a recorded answer (the
+    /// sender before this one was killed or stopped between the request and its answer), since
+    /// the uploader started: maybe delivered. Not part of ``droppedEvents``, which are never sent.
+    public var inDoubtEvents: UInt64 = 0
     /// Failures in a row; zero after a success.
     public var consecutiveFailures: Int = 0
     /// The last HTTP status received, if any.

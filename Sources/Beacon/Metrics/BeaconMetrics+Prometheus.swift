@@ -50,8 +50,8 @@ extension BeaconMetrics {
         out.counter("beacon_retries", "Requests sent again after a failure.", retries)
         out.counter("beacon_set_aside_events", "Events set aside in rejected.jsonl, by reason.",
                     Self.labelled(setAside, always: [.rejected, .expired]))
-        out.counter("beacon_dropped_events", "Events that will never be delivered, by reason (not in rejected.jsonl).",
-                    Self.labelled(dropped, always: [.backpressure, .quotaDeleted]))
+        out.counter("beacon_dropped_events", "Events that will never be delivered, by reason (not in rejected.jsonl); quotaInDoubt: deleted by the quota after they were sent without a recorded answer, so maybe delivered.",
+                    Self.labelled(dropped, always: [.backpressure, .quotaDeleted, .quotaInDoubt]))
         out.counter("beacon_corrupt_records_skipped", "Corrupt records passed over while reading, by reason, since the log directory was created.",
                     Self.labelled(corruptSkipped, always: [.checksum, .malformed, .zeros, .tornTail, .seqDigits]))
         if let lastSuccess {

@@ -19,9 +19,16 @@ struct PersistedCounters: Codable, Equatable, Sendable {
     /// delivered after all (read before the drop, acknowledged after it). What is reported as
     /// dropped is the writer's count minus this one (see `reportedDropped`).
     var deliveredAfterDrop: UInt64 = 0
+    /// The reader's: records the writer's quota counted in `dropped[.quotaDeleted]` that a sender
+    /// had sent without recording the answer: reported as `dropped[.quotaInDoubt]` instead.
+    var inDoubtAfterDrop: UInt64 = 0
+    /// The reader's: the seq below which the quota's drops are settled (see `State.dropSettledThrough`).
+    var dropSettledThrough: UInt64 = 0
 
     enum CodingKeys: String, CodingKey {
         case deliveredAfterDrop = "quota_deleted_delivered"
+        case inDoubtAfterDrop = "quota_deleted_in_doubt"
+        case dropSettledThrough = "quota_settled_through"
         case dropped, refused
         case skippedCorrupt = "skipped_corrupt"
         case skippedCorruptByReason = "skipped_corrupt_by_reason"
@@ -51,12 +58,20 @@ struct PersistedCounters: Codable, Equatable, Sendable {
         skippedCorruptByReason = try counts(.skippedCorruptByReason, CorruptionReason.init(name:))
         corruptCountedThrough = try c.decodeIfPresent([UInt64].self, forKey: .corruptCountedThrough)
         deliveredAfterDrop = try c.decodeIfPresent(UInt64.self, forKey: .deliveredAfterDrop) ?? 0
+        inDoubtAfterDrop = try c.decodeIfPresent(UInt64.self, forKey: .inDoubtAfterDrop) ?? 0
+        dropSettledThrough = try c.decodeIfPresent(UInt64.self, forKey: .dropSettledThrough) ?? 0
     }
 
-    /// The drops as reported: the quota's count less what the reader delivered of it after all.
+    /// The drops as reported: the quota's count less what the reader delivered of it after all,
+    /// and less what it had sent without recording the answer, which is reported as in doubt.
     var reportedDropped: [DropReason: UInt64] {
         var reported = dropped
-        if let quota = reported[.quotaDeleted] { reported[.quotaDeleted] = quota - min(quota, deliveredAfterDrop) }
+        if let quota = reported[.quotaDeleted] {
+            let delivered = min(quota, deliveredAfterDrop)
+            let inDoubt = min(quota - delivered, inDoubtAfterDrop)
+            reported[.quotaDeleted] = quota - delivered - inDoubt
+            if inDoubt > 0 { reported[.quotaInDoubt, default: 0] += inDoubt }
+        }
         return reported
     }
 
@@ -68,6 +83,8 @@ struct PersistedCounters: Codable, Equatable, Sendable {
         try c.encode(Dictionary(uniqueKeysWithValues: skippedCorruptByReason.map { ($0.key.name, $0.value) }), forKey: .skippedCorruptByReason)
         try c.encodeIfPresent(corruptCountedThrough, forKey: .corruptCountedThrough)
         if deliveredAfterDrop > 0 { try c.encode(deliveredAfterDrop, forKey: .deliveredAfterDrop) }
+        if inDoubtAfterDrop > 0 { try c.encode(inDoubtAfterDrop, forKey: .inDoubtAfterDrop) }
+        if dropSettledThrough > 0 { try c.encode(dropSettledThrough, forKey: .dropSettledThrough) }
     }
 
     static func file(_ kind: BeaconLog.LockKind, in directory: LogDirectory) -> LogPath {
@@ -98,6 +115,8 @@ struct PersistedCounters: Codable, Equatable, Sendable {
                 merged.skippedCorruptByReason = counters.skippedCorruptByReason
                 merged.corruptCountedThrough = counters.corruptCountedThrough
                 merged.deliveredAfterDrop = counters.deliveredAfterDrop
+                merged.inDoubtAfterDrop = counters.inDoubtAfterDrop
+                merged.dropSettledThrough = counters.dropSettledThrough
             }
         }
         return merged
@@ -107,7 +126,7 @@ struct PersistedCounters: Codable, Equatable, Sendable {
     /// counting that goes on from it), so the file is damaged and counts as zeros.
     var isPlausible: Bool {
         let limit: UInt64 = 1 << 62
-        return skippedCorrupt < limit && deliveredAfterDrop < limit && (Array(dropped.values) + Array(refused.values) + Array(skippedCorruptByReason.values)).allSatisfy { $0 < limit }
+        return skippedCorrupt < limit && deliveredAfterDrop < limit && inDoubtAfterDrop < limit && (Array(dropped.values) + Array(refused.values) + Array(skippedCorruptByReason.values)).allSatisfy { $0 < limit }
     }
 
     /// Replaces the `kind` file with the counters that role owns. Best effort.
@@ -121,6 +140,8 @@ struct PersistedCounters: Codable, Equatable, Sendable {
             owned.skippedCorruptByReason = skippedCorruptByReason
             owned.corruptCountedThrough = corruptCountedThrough
             owned.deliveredAfterDrop = deliveredAfterDrop
+            owned.inDoubtAfterDrop = inDoubtAfterDrop
+            owned.dropSettledThrough = dropSettledThrough
         }
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
@@ -157,6 +178,8 @@ extension BeaconLog {
             var counters = PersistedCounters(dropped: s.stats.dropped, refused: s.stats.refused, skippedCorrupt: s.stats.skippedCorrupt, skippedCorruptByReason: s.stats.skippedCorruptByReason)
             counters.corruptCountedThrough = s.corruptCountedThrough.map { [$0.segment, $0.offset] }
             counters.deliveredAfterDrop = s.deliveredAfterDrop
+            counters.inDoubtAfterDrop = s.inDoubtAfterDrop
+            counters.dropSettledThrough = s.dropSettledThrough
             return counters
         }
         guard let counters else { return }

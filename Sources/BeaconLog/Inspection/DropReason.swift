@@ -13,7 +13,7 @@ public struct DropReason: Hashable, Sendable, CustomStringConvertible {
     private enum Kind: String, CaseIterable, Sendable {
         case closed, backpressure, backpressureTimeout
         case quotaExceeded, diskFull, logFailed, logError
-        case quotaDeleted, rejected, expired
+        case quotaDeleted, quotaInDoubt, rejected, expired
     }
 
     private let kind: Kind
@@ -36,6 +36,10 @@ public struct DropReason: Hashable, Sendable, CustomStringConvertible {
     /// Pending records the log deleted to stay within `maxBytes` (`.dropOldest`) before they were
     /// delivered.
     public static let quotaDeleted = DropReason(.quotaDeleted)
+    /// Records the log's quota deleted while they were in flight: sent to the collector, but the
+    /// sender ended (killed, stopped) before it recorded the answer, so they may have been
+    /// delivered. Counted apart from ``quotaDeleted``, which then means never sent.
+    public static let quotaInDoubt = DropReason(.quotaInDoubt)
     /// The collector refused the events permanently; they are set aside in `rejected.jsonl`.
     public static let rejected = DropReason(.rejected)
     /// The events were older than `maxEventAge`; they are set aside in `rejected.jsonl`.
@@ -65,6 +69,8 @@ public struct DropReason: Hashable, Sendable, CustomStringConvertible {
             "the log refused the records; stats.lastError says why"
         case .quotaDeleted:
             "the log reached its quota (maxBytes) and deleted its oldest pending events before they were delivered; deliver faster (is the collector reachable?), raise maxBytes, or use quotaPolicy .rejectNew"
+        case .quotaInDoubt:
+            "the log reached its quota (maxBytes) and deleted events that had been sent but whose answer the sender never recorded (it was killed or stopped meanwhile): they may have been delivered; deliver faster, raise maxBytes, or stop the sender gracefully (SIGTERM)"
         case .rejected:
             "the collector refused the events permanently (400/422 after bisecting, 413 for one event); they are in rejected.jsonl"
         case .expired:

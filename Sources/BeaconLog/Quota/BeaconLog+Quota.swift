@@ -113,3 +113,87 @@ extension BeaconLog {
         }
     }
 }
+
+extension BeaconLog {
+    /// What ``settleDropped(_:sent:)`` found about records another process's quota deleted
+    /// before this reader reached them.
+    package struct DropSettlement: Equatable, Sendable {
+        /// Records the collector had accepted (taken back out of `dropped[.quotaDeleted]`).
+        package var delivered: UInt64 = 0
+        /// The seqs sent without a recorded answer, now counted in `dropped[.quotaInDoubt]`.
+        package var inDoubt: [Range<UInt64>] = []
+        package var inDoubtCount: UInt64 { inDoubt.reduce(0) { $0 + ($1.upperBound - $1.lowerBound) } }
+    }
+
+    /// Settles the records of `gap`, which another process's quota deleted (and counted as
+    /// dropped) before this `.read` instance read them: reading resumed at `gap.lowerBound` and
+    /// found `gap.upperBound` first. `sent` are the ranges a sender had sent of them, as its
+    /// `delivery.inflight` says, and whether the collector accepted them: accepted ones were
+    /// delivered and are taken back out of `dropped[.quotaDeleted]`; the others had no recorded
+    /// answer and move to `dropped[.quotaInDoubt]`; the rest of the gap was never sent and stays
+    /// dropped.
+    ///
+    /// Each seq is settled once, even when a crash makes a restarted reader find the same gap:
+    /// the counts and the seq settled through are saved together in `reader.counters` before this
+    /// returns. Does nothing for other instances (a writer's own quota moves the checkpoint).
+    @discardableResult
+    package func settleDropped(_ gap: Range<UInt64>, sent: [(seqs: Range<UInt64>, accepted: Bool)]) -> DropSettlement {
+        guard !canWrite && canAcknowledge, !gap.isEmpty else { return DropSettlement() }
+        let settlement = state.withLock { s -> DropSettlement in
+            let from = max(gap.lowerBound, s.dropSettledThrough)
+            guard from < gap.upperBound else { return DropSettlement() }
+            let open = from..<gap.upperBound
+            let accepted = Self.union(sent.filter(\.accepted).map(\.seqs), within: open)
+            let unanswered = Self.subtract(Self.union(sent.filter { !$0.accepted }.map(\.seqs), within: open), accepted)
+            let settlement = DropSettlement(delivered: accepted.reduce(0) { $0 + UInt64($1.count) }, inDoubt: unanswered)
+            s.deliveredAfterDrop += settlement.delivered
+            s.inDoubtAfterDrop += settlement.inDoubtCount
+            // This instance's snapshot of the writer's counts, as a later opening reports them.
+            let quota = s.stats.dropped[.quotaDeleted, default: 0]
+            let delivered = min(quota, settlement.delivered), inDoubt = min(quota - delivered, settlement.inDoubtCount)
+            if quota > 0 { s.stats.dropped[.quotaDeleted] = quota - delivered - inDoubt }
+            if inDoubt > 0 { s.stats.dropped[.quotaInDoubt, default: 0] += inDoubt }
+            s.dropSettledThrough = gap.upperBound
+            // Records read from the gap before it was deleted are settled here, not again by an
+            // acknowledgement (`countDeliveredAfterDrop`).
+            s.readRuns = s.readRuns.compactMap { run in
+                guard run.seqs.lowerBound < gap.upperBound else { return run }
+                guard run.seqs.upperBound > gap.upperBound else { return nil }
+                return (run.segment, gap.upperBound..<run.seqs.upperBound)
+            }
+            countersChanged(&s)
+            return settlement
+        }
+        saveCounters()
+        return settlement
+    }
+
+    /// The union of `ranges` clipped to `bounds`, sorted and disjoint.
+    static func union(_ ranges: [Range<UInt64>], within bounds: Range<UInt64>) -> [Range<UInt64>] {
+        var merged: [Range<UInt64>] = []
+        for range in ranges.map({ $0.clamped(to: bounds) }).filter({ !$0.isEmpty }).sorted(by: { $0.lowerBound < $1.lowerBound }) {
+            if let last = merged.last, range.lowerBound <= last.upperBound {
+                merged[merged.count - 1] = last.lowerBound..<max(last.upperBound, range.upperBound)
+            } else {
+                merged.append(range)
+            }
+        }
+        return merged
+    }
+
+    /// `ranges` less `removed`, both sorted and disjoint.
+    static func subtract(_ ranges: [Range<UInt64>], _ removed: [Range<UInt64>]) -> [Range<UInt64>] {
+        var result: [Range<UInt64>] = []
+        for range in ranges {
+            var pieces = [range]
+            for cut in removed {
+                pieces = pieces.flatMap { piece -> [Range<UInt64>] in
+                    guard cut.overlaps(piece) else { return [piece] }
+                    return [piece.lowerBound..<max(piece.lowerBound, cut.lowerBound), min(piece.upperBound, cut.upperBound)..<piece.upperBound].filter { !$0.isEmpty }
+                }
+            }
+            result += pieces
+        }
+        return result
+    }
+}

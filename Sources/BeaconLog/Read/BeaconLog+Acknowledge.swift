@@ -87,18 +87,24 @@ extension BeaconLog {
     /// ``DropExclusion`` the drop read this reader's last checkpoint). They are being
     /// acknowledged, so they were delivered: `deliveredAfterDrop` takes them back out of what is
     /// reported as dropped. (This reader deletes only segments wholly before its checkpoint, whose
-    /// records are not among them.)
+    /// records are not among them.) When it counts any, the counters are saved before this
+    /// returns, before the checkpoint moves, with the seq settled through (see
+    /// ``settleDropped(_:sent:)``): a crash in between neither loses the count nor lets a
+    /// restarted reader count these records again.
     func countDeliveredAfterDrop(from: UInt64, through upTo: UInt64, dropMark: UInt64) {
-        state.withLock { s in
+        let counted = state.withLock { s -> Bool in
             var delivered: UInt64 = 0
             for run in s.readRuns where run.segment < dropMark && run.seqs.upperBound > from && run.seqs.lowerBound < upTo {
                 delivered += min(run.seqs.upperBound, upTo) - max(run.seqs.lowerBound, from)
             }
             s.readRuns.removeAll { $0.seqs.upperBound <= upTo }
-            guard delivered > 0 else { return }
+            guard delivered > 0 else { return false }
             s.deliveredAfterDrop += delivered
+            s.dropSettledThrough = max(s.dropSettledThrough, upTo)
             countersChanged(&s)
+            return true
         }
+        if counted { saveCounters() }
     }
 
     /// Moves the records before `position` that a quota drop deleted after they were read (see

@@ -165,7 +165,7 @@ final class SocketConnection: @unchecked Sendable {
     /// Connections opened so far (for tests and the benchmark).
     private(set) var opened = 0
     /// How host names are looked up (`getaddrinfo`; tests slow it down or script it).
-    private let lookup: SocketResolver.Lookup
+    let lookup: SocketResolver.Lookup
     /// Requests written by ``writePipelined(_:to:deadline:isCancelled:)`` and not answered yet.
     var outstanding = 0
     /// The answers to pipelined requests, and the bytes read after the last one.

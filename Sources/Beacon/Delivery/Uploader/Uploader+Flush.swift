@@ -83,11 +83,13 @@ extension Uploader {
     ///   the first failure.
     public func shutdown(timeout: Duration? = nil) async -> FlushResult {
         let target = timeout.map { time.now() + $0 }
-        let (action, wakeup, queued) = scheduling.withLock { s in
+        let (action, wakeup, queued, probe) = scheduling.withLock { s in
             let action = s.machine.shutdownRequested()
             let queued = action == .waitThenDrain(refuseQueuedFlush: true) ? s.queuedFlush.take() : nil
-            return (action, s.wakeup, queued)
+            return (action, s.wakeup, queued, s.probe)
         }
+        // A probe of the loop's backoff ends now: the loop exits at its next step.
+        probe?.cancel()
         wakeup?.signal()
         queued?.resume(returning: false)
         var sentBefore = 0

@@ -28,6 +28,7 @@ extension Uploader {
         m.answers = observed.answers
         m.setAside = [.rejected: stats.rejectedEvents, .expired: stats.expiredEvents]
         m.dropped[.quotaDeleted] = stats.droppedEvents
+        if stats.inDoubtEvents > 0 { m.dropped[.quotaInDoubt] = stats.inDoubtEvents }
         m.lastSuccess = observed.lastSuccessMillis.map { Date(timeIntervalSince1970: Double($0) / 1000) }
         m.requestDuration = observed.requestDuration
         m.requestsInFlight = observed.requestsInFlight

@@ -151,12 +151,15 @@ extension Uploader {
         // Not when growing: the range recorded is the short batch that could not prove the collector up.
         if !growing, let range = savedInflight, range.firstSeq == checkpoint.seq {
             batch = try await onIO { try log.read(from: readFrom, maxRecords: range.count, maxBytes: Int.max) }
-            earlierSends = range.sends
-            earlierFailures = range.failures
-            if range.accepted && batch.count == range.count {
-                // The collector accepted it before a crash of this boot: acknowledged, not sent again.
-                try await acknowledgeAccepted(batch, range)
-                return .some(nil)
+            // Unless another process's quota deleted the range: then these are later events.
+            if batch.firstSeq == range.firstSeq {
+                earlierSends = range.sends
+                earlierFailures = range.failures
+                if range.accepted && batch.count == range.count {
+                    // The collector accepted it before a crash of this boot: acknowledged, not sent again.
+                    try await acknowledgeAccepted(batch, range)
+                    return .some(nil)
+                }
             }
         } else {
             let count = configuration.eventsPerRequest(pending: pendingEvents), bytes = configuration.maxBatchBytes
@@ -166,6 +169,7 @@ extension Uploader {
                 batch = try await onIO { try log.read(from: readFrom, maxRecords: count, maxBytes: bytes) }
             }
         }
+        if let first = batch.firstSeq, first > checkpoint.seq { await settleDropped(checkpoint.seq..<first) }
         if batch.isEmpty { return nil }
         let sendable = try await setAsideExpired(batch)
         if sendable.isEmpty {
@@ -361,6 +365,22 @@ extension Uploader {
                 }
             }
         }
+    }
+
+    /// Settles `gap`, records another process's quota deleted (and counted as dropped) before this
+    /// uploader read them (see ``BeaconLog/settleDropped(_:sent:)``): those `delivery.inflight`
+    /// says the collector accepted were delivered; those it says were sent without a recorded
+    /// answer (a sender killed or stopped in between) are counted as in doubt, apart from the
+    /// dropped, which then were never sent. Reported with their seqs.
+    func settleDropped(_ gap: Range<UInt64>) async {
+        let sent = (earlierInflight + [savedInflight].compactMap { $0 }).map { (seqs: $0.firstSeq..<($0.firstSeq + UInt64($0.count)), accepted: $0.accepted) }
+        let log = self.log
+        guard let settlement = try? await onIO({ log.settleDropped(gap, sent: sent) }) else { return }
+        let inDoubt = settlement.inDoubtCount
+        counters.inDoubtEvents += inDoubt
+        guard inDoubt > 0 || settlement.delivered > 0 else { return }
+        let seqs = settlement.inDoubt.map { $0.count == 1 ? "\($0.lowerBound)" : "\($0.lowerBound)-\($0.upperBound - 1)" }.joined(separator: ",")
+        report(BeaconDiagnostic(kind: .dropped, message: "the log's quota deleted seqs \(gap.lowerBound)-\(gap.upperBound - 1) before this sender reached them: \(settlement.delivered) the collector had accepted (delivered), \(inDoubt) were sent without a recorded answer (the sender was killed or stopped in between), counted as in doubt (dropped[quotaInDoubt], maybe delivered)\(inDoubt > 0 ? ": seqs \(seqs)" : ""), the rest were never sent (dropped[quotaDeleted]); raise the quota or deliver faster", subject: DropReason.quotaInDoubt.name))
     }
 
     /// Writes `delivery.inflight` when what a restart must read again changed.

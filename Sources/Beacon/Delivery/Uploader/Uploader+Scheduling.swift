@@ -102,6 +102,10 @@ extension Uploader {
             return .exit
         case .wait(let until):
             return .wait(until: until)
+        case .probe:
+            let reachable = await probeCollector()
+            scheduling.withLock { $0.machine.probeEnded(reachable: reachable, now: time.now()) }
+            return .again
         case .pass:
             let pass = await cancellable(shielded: true) { await self.drain(deadline: nil) }
             let end = passEnd(pass)
@@ -133,12 +137,13 @@ extension Uploader {
     /// Stops without uploading (the log is being closed): the loop ends, and the pass, flush or
     /// drain that runs is cancelled (its events stay pending). Returns at once.
     public nonisolated func stop() {
-        let (action, wakeup, cancel, queued) = scheduling.withLock { s in
+        let (action, wakeup, cancel, queued, probe) = scheduling.withLock { s in
             let action = s.machine.stopRequested()
             let queued = action == .cancel(refuseQueuedFlush: true) ? s.queuedFlush.take() : nil
-            return (action, s.wakeup, s.cancel, queued)
+            return (action, s.wakeup, s.cancel, queued, s.probe)
         }
         guard action != .none else { return }
+        probe?.cancel()
         wakeup?.signal()
         cancel?.cancel()
         queued?.resume(returning: false)
@@ -197,7 +202,7 @@ extension Uploader {
         case .failed(let failure):
             failedPasses += 1
             let delay = DeliveryTiming.wait(afterFailedPasses: failedPasses, retryAfter: failure.retryAfter, backoff: configuration.backoff)
-            return .failed(retryAt: time.now() + delay, retryAfter: failure.retryAfter != nil)
+            return .failed(retryAt: time.now() + delay, retryAfter: failure.retryAfter != nil, unanswered: failure.error.isUnanswered && transport is any ReachabilityProbing)
         }
     }
 }

@@ -81,6 +81,8 @@ public actor Uploader {
         /// refused (shut down or stopped meanwhile).
         var queuedFlush: CheckedContinuation<Bool, Never>?
         var lastCancelId: UInt64 = 0
+        /// The probe the loop runs while backing off (``Uploader/probeCollector()``).
+        var probe: ProbeCancellation?
     }
 
     /// Cancels one pass, flush or drain (``Uploader/cancellable(shielded:_:)``).

@@ -8,11 +8,16 @@
 /// | state | a trigger | loop's next step | a flush | shutdown | stop |
 /// |---|---|---|---|---|---|
 /// | idle | due; wake the loop | pass if due, else wait for the interval | runs | drains | stopped |
-/// | backingOff(until) | due | pass at `until`, wait before | runs | drains | stopped |
+/// | backingOff(until) | due | pass at `until` or when a probe saw the collector come back; probe | runs | drains | stopped |
 /// | sending | due (after the pass) | wait | waits for the pass | waits for the pass, cancels it at the deadline | cancels the pass |
 /// | flushing | due (after the flush) | wait | joins | waits for the flush, cancels it at the deadline | cancels the flush |
 /// | shuttingDown | ignored | exit | refused | joins | cancels what runs; no drain |
 /// | stopped | ignored | exit | refused | the kept report | nothing |
+///
+/// While backing off after a failure that got no answer, the loop probes the collector
+/// (``ResumeProbe``: a connect, no request) every 500 ms and reports each with
+/// ``probeEnded(reachable:now:)``; a probe that finds the collector back after one found it down
+/// ends the backoff (never before a `Retry-After`). Answered failures keep their backoff.
 ///
 /// Only one delivery loop drives background passes: a loop that attaches later (``Uploader/run()``
 /// called while ``Uploader/start()``'s loop runs) takes over, and the earlier one exits after its
@@ -49,13 +54,16 @@ struct UploaderScheduler: Sendable {
         case completed(pending: Int)
         /// Cancelled, or cut off by the deadline.
         case cancelled
-        /// Failed: the next attempt at `retryAt` (the backoff, or the collector's `Retry-After`).
-        case failed(retryAt: Duration, retryAfter: Bool)
+        /// Failed: the next attempt at `retryAt` (the backoff, or the collector's `Retry-After`);
+        /// `unanswered` when no answer came and the collector can be probed meanwhile.
+        case failed(retryAt: Duration, retryAfter: Bool, unanswered: Bool = false)
     }
 
     /// The delivery loop's next step.
     enum LoopAction: Hashable, Sendable {
         case pass
+        /// Probe the collector (a connect, no request), then report ``UploaderScheduler/probeEnded(reachable:now:)``.
+        case probe
         /// Sleep until the time (nil: until woken), or until woken.
         case wait(until: Duration?)
         case exit
@@ -120,6 +128,8 @@ struct UploaderScheduler: Sendable {
     private(set) var stopping = false
     /// The next interval tick, while a loop runs and an interval is set.
     private(set) var nextTick: Duration?
+    /// Probing the collector while backing off after a failure without an answer.
+    private(set) var probe = ResumeProbe()
     let bulkSize: Int
     let interval: Duration?
 
@@ -164,10 +174,15 @@ struct UploaderScheduler: Sendable {
         case .sending, .flushing:
             return .wait(until: nil)
         case .backingOff(let until):
-            guard now >= until else { return .wait(until: until) }
-            state = .sending(flushQueued: false)
-            due = false
-            return .pass
+            switch probe.step(now: now, retryAt: until) {
+            case .wait(let until): return .wait(until: until)
+            case .probe: return .probe
+            case .retry:
+                probe.ended()
+                state = .sending(flushQueued: false)
+                due = false
+                return .pass
+            }
         case .idle:
             guard due else { return .wait(until: nextTick) }
             state = .sending(flushQueued: false)
@@ -219,6 +234,12 @@ struct UploaderScheduler: Sendable {
         }
     }
 
+    /// The probe the loop ran ended at `now`: the collector accepted a connection (`reachable`) or
+    /// not. The loop asks for its next step again.
+    mutating func probeEnded(reachable: Bool, now: Duration) {
+        probe.probed(reachable: reachable, at: now)
+    }
+
     /// A pass of a flush or of the shutdown's drain ended: only the backoff and the count
     /// trigger change.
     mutating func flushPassEnded(_ end: PassEnd) {
@@ -233,13 +254,16 @@ struct UploaderScheduler: Sendable {
             due = armed
             failing = false
             backoffUntil = .zero
+            probe.ended()
         case .cancelled:
             armed = false
-        case .failed(let retryAt, let retryAfter):
+            probe.ended()
+        case .failed(let retryAt, let retryAfter, let unanswered):
             armed = true
             failing = true
             backoffUntil = retryAt
             if retryAfter { retryAfterUntil = retryAt }
+            probe.failed(retryAt: retryAt, notBefore: retryAfterUntil, unanswered: unanswered)
         }
     }
 
