@@ -3,7 +3,7 @@ import Dispatch
 import Foundation
 import Synchronization
 
-/// Delivers a log's events to a collector, in order, one request at a time.
+/// Delivers a log's events to a collector, in order, with a window of requests in flight.
 ///
 /// The uploader reads contiguous batches from the log's checkpoint, sends each through a
 /// ``Transport`` and acknowledges it when the collector answers 2xx, so the checkpoint advances
@@ -14,8 +14,13 @@ import Synchronization
 /// `rejected.jsonl`; 401, 403, 404 and other 4xx pause delivery with backoff and are reported,
 /// dropping nothing.
 ///
-/// The decisions are `DeliveryStateMachine`'s (one batch), `DeliveryTiming`'s (deadlines,
-/// backoff) and `UploaderScheduler`'s (when a pass runs, and who runs it); this actor does the
+/// While batches go through, up to ``DeliveryConfiguration/maxRequestsInFlight`` requests are
+/// pipelined on one connection (`RequestWindow` adapts how many; Uploader+Window.swift); a
+/// failure is handled one request at a time.
+///
+/// The decisions are `DeliveryStateMachine`'s (one batch), `RequestWindow`'s (how many in
+/// flight), `DeliveryTiming`'s (deadlines, backoff) and `UploaderScheduler`'s (when a pass runs,
+/// and who runs it); this actor does the
 /// I/O: it reads the log, sends through the transport, writes `rejected.jsonl` and
 /// `delivery.inflight`, acknowledges, and sleeps.
 ///
