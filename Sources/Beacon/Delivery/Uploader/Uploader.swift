@@ -69,6 +69,9 @@ public actor Uploader {
     /// The thread passes, flushes and drains run on (their task's executor): the send loop, the
     /// log's reads and the default transport's socket calls, without a thread hand-off per request.
     nonisolated let passThread = IOThread(name: "beacon.uploader.pass")
+    /// Where the delivery loop's probes block while it backs off (``probeCollector()``): a probe
+    /// takes at most a second, and never holds up a flush on ``passThread``.
+    nonisolated let probeQueue = DispatchQueue(label: "beacon.uploader.probe")
     /// The scheduling (`UploaderScheduler`) and what carries it out, shared with the append
     /// hook's thread and with `stop()`.
     nonisolated let scheduling: Mutex<Scheduling>
