@@ -103,6 +103,44 @@ struct RequestWindowTests {
         }
     }
 
+    @Test("a connection ending early (with requests unanswered, before twice the window was answered) three times in a row falls back to one request; once is a collector going down; a connection that served twice the window starts the count again")
+    func earlyEnds() {
+        for maximum in 2...8 {
+            var window = RequestWindow(maximum: maximum)
+            var now = Duration.zero
+            Self.drive(&window, now: &now, rounds: 100, rtt: .milliseconds(10))
+            let limit = window.limit
+            for answered in 0..<(2 * limit) {
+                var w = window
+                let first = w.connectionEnded(after: answered, "early")
+                let second = w.connectionEnded(after: answered, "early")
+                #expect(!first && !second)
+                #expect(w.pipeliningRefused == nil && w.effectiveLimit == limit)
+                let third = w.connectionEnded(after: answered, "early third")
+                #expect(third)
+                #expect(w.pipeliningRefused == "early third" && w.effectiveLimit == 1)
+                let again = w.connectionEnded(after: answered, "again")
+                #expect(!again, "said once")
+            }
+            // Late ends (a keep-alive limit above twice the window) never count.
+            var late = window
+            for _ in 0..<10 {
+                let ended = late.connectionEnded(after: 2 * limit, "late")
+                #expect(!ended)
+            }
+            #expect(late.pipeliningRefused == nil)
+            // Two early ends, a connection that served, two more: no fallback.
+            var mixed = window
+            _ = mixed.connectionEnded(after: 1, "early")
+            _ = mixed.connectionEnded(after: 1, "early")
+            mixed.connectionServed()
+            _ = mixed.connectionEnded(after: 1, "early")
+            let fourth = mixed.connectionEnded(after: 1, "early")
+            #expect(!fourth)
+            #expect(mixed.pipeliningRefused == nil)
+        }
+    }
+
     /// Every input in every state a small window reaches (limit 1...maximum, every number in
     /// flight up to it, pipelining working or not): the invariants hold after each.
     @Test("every state × input: the limit stays in 1…maximum, moves by +1 or to ⌊0.9 W⌋, in flight never above the effective limit", arguments: 1...6)

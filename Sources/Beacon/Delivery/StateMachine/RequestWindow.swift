@@ -113,6 +113,33 @@ struct RequestWindow: Sendable, Equatable {
         inFlight -= count
     }
 
+    /// Connections in a row that ended with requests unanswered before serving twice the window.
+    private(set) var earlyEnds = 0
+    /// Early ends in a row after which pipelining is given up: one is what a collector going down
+    /// or restarting does too; a collector that mishandles pipelining does it every time.
+    static let earlyEndsBeforeFallback = 3
+
+    /// A connection ended with requests unanswered after `answered` answers (HTTP/1.0,
+    /// `Connection: close`, a close). Fewer than twice the limit, `earlyEndsBeforeFallback` times
+    /// in a row, means the collector mishandles pipelining (or allows too few requests per
+    /// connection for it): one request at a time from then on. Returns true when it falls back.
+    mutating func connectionEnded(after answered: Int, _ reason: String) -> Bool {
+        guard pipeliningRefused == nil else { return false }
+        guard answered < 2 * limit else {
+            earlyEnds = 0
+            return false
+        }
+        earlyEnds += 1
+        guard earlyEnds >= Self.earlyEndsBeforeFallback else { return false }
+        pipeliningFailed(reason)
+        return true
+    }
+
+    /// A connection answered twice the limit: early ends before it were not the collector's way.
+    mutating func connectionServed() {
+        earlyEnds = 0
+    }
+
     /// The collector mishandled pipelining: one request at a time from now on.
     mutating func pipeliningFailed(_ reason: String) {
         if pipeliningRefused == nil { pipeliningRefused = reason }

@@ -20,9 +20,10 @@ import Foundation
 ///   So after a failure, a request's events may arrive after those of at most W − 1 requests sent
 ///   behind it.
 /// - A collector that ends the connection with requests unanswered soon after it opened (HTTP/1.0,
-///   `Connection: close`, a close after fewer answers than twice the window) mishandles pipelining
-///   or allows too few requests per connection for it: delivery falls back to one request at a
-///   time for it, and the requests not answered are sent again as they were cut.
+///   `Connection: close`, a close after fewer answers than twice the window), three connections
+///   in a row, mishandles pipelining or allows too few requests per connection for it: delivery
+///   falls back to one request at a time for it. The requests not answered are sent again as
+///   they were cut, each time.
 extension Uploader {
     /// A request of the window, written and not answered yet.
     struct Outstanding: Sendable {
@@ -159,9 +160,10 @@ extension Uploader {
                 let scrubbed = TransportError(cause.kind, credentials.scrub(cause.message))
                 if cause.kind == .network && !outstanding.isEmpty && answeredOnConnection > 0 && answeredOnConnection < 2 * window.limit {
                     // Closed with requests unanswered, soon after it opened: no failure of these
-                    // events; one request at a time for this collector from now on.
+                    // events (sent again as they were cut); the third time in a row, one request
+                    // at a time for this collector from then on.
                     window.forget(1 + outstanding.count)
-                    fallBack("the connection was closed after \(answeredOnConnection) answers with \(1 + outstanding.count) requests unanswered")
+                    endedEarly(after: answeredOnConnection, "the connection was closed after \(answeredOnConnection) answers with \(1 + outstanding.count) requests unanswered")
                     front.session.machine.abandon(sent: true)
                     leaveUnanswered(outstanding)
                     return (sent, .drained(next: front.session))
@@ -177,14 +179,13 @@ extension Uploader {
                 noteAnswer(response)
                 let verdict = AnswerAction.of(response, classifier: configuration.classifyAnswer)
                 window.answered(verdict == .acknowledge ? .accepted(rtt: elapsed) : verdict == .retry ? .pushedBack : .other, now: time.now())
+                if answeredOnConnection == 2 * window.limit { window.connectionServed() }
                 if !keepsAlive {
                     defer { answeredOnConnection = 0 }
                     if !outstanding.isEmpty {
                         // The connection ended with requests behind this answer.
                         window.forget(outstanding.count)
-                        if answeredOnConnection < 2 * window.limit {
-                            fallBack("it answered \(response.status) with Connection: close (or HTTP/1.0) with \(outstanding.count) requests behind")
-                        }
+                        endedEarly(after: answeredOnConnection, "it answered \(response.status) with Connection: close (or HTTP/1.0) with \(outstanding.count) requests behind")
                         leaveUnanswered(outstanding)
                         outstanding = []
                         exhausted = true
@@ -318,10 +319,10 @@ extension Uploader {
         earlierInflight.sort { $0.firstSeq < $1.firstSeq }
     }
 
-    /// One request at a time for this collector from now on, said once.
-    func fallBack(_ why: String) {
-        guard window.pipeliningRefused == nil else { return }
-        window.pipeliningFailed(why)
+    /// A connection ended with requests unanswered: the third time in a row before it served twice
+    /// the window, one request at a time for this collector from then on, said once.
+    func endedEarly(after answered: Int, _ why: String) {
+        guard window.connectionEnded(after: answered, why) else { return }
         report(BeaconDiagnostic(kind: .delivery, message: "\(RedactedURL(configuration.url)) does not take pipelined requests (\(why)): one request at a time from now on; the requests it did not answer are sent again", subject: "pipelining", severity: .notice))
     }
 
