@@ -45,15 +45,7 @@ for round in $(seq 1 "$rounds"); do
   [ "$sync" = each ] && n=$((events / 10))
   dir=$work/log-$round out=$work/collected-$round
   mkdir -m 700 "$dir"
-  "$beacon" collect --port 0 --out "$out" 2> "$work/collect-$round.err" &
-  collector=$!; pids+=("$collector")
-  port=""
-  for _ in $(seq 1 100); do
-    port=$(grep -oE '127\.0\.0\.1:[0-9]+' "$work/collect-$round.err" | head -1 | cut -d: -f2 || true)
-    [ -n "$port" ] && break
-    sleep 0.1
-  done
-  [ -n "$port" ] || { echo "$0: the collector did not say its port: $(cat "$work/collect-$round.err")" >&2; exit 1; }
+  start_collect 0 "$out" "$work/collect-$round.err"
   "$beacon" send "$dir" --url "http://127.0.0.1:$port/events" --batch "$batch" --follow 2> "$work/send-$round.err" &
   sender=$!; pids+=("$sender")
   sleep 0.3

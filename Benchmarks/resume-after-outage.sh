@@ -31,21 +31,8 @@ now() { date +%s.%N; }
 median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 lines() { [ -f "$1" ] && wc -l < "$1" || echo 0; }
 
-# Starts `beacon collect` on port $1 (0: a free one) writing to $2; sets `collector` (its pid)
-# and `port`, once it listens.
-start_collector() {
-  : > "$work/collect.err"
-  "$beacon" collect --port "$1" --out "$2" 2> "$work/collect.err" &
-  collector=$!; pids+=("$collector")
-  port=""
-  for _ in $(seq 1 200); do
-    port=$(grep -oE '127\.0\.0\.1:[0-9]+' "$work/collect.err" | head -1 | cut -d: -f2 || true)
-    [ -n "$port" ] && return
-    sleep 0.01
-  done
-  echo "$0: the collector did not listen: $(cat "$work/collect.err")" >&2
-  exit 1
-}
+# `beacon collect` on port $1 (0: a free one) writing to $2 (start_collect, script-support.sh).
+start_collector() { start_collect "$1" "$2" "$work/collect.err"; }
 
 free_port() {
   local p

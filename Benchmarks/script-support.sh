@@ -47,6 +47,24 @@ stop_processes() {
   done
 }
 
+# Starts `$beacon collect` on 127.0.0.1:PORT (0: a free one) appending the events it accepts to
+# OUT, its standard error in ERR; sets `collector` (its pid, also added to `pids`) and `port` once
+# it listens; exits 1 if it does not say its port within 10 s.
+#   start_collect PORT OUT ERR
+start_collect() {
+  : > "$3"
+  "$beacon" collect --port "$1" --out "$2" 2> "$3" &
+  collector=$!; pids+=("$collector")
+  port=""
+  for _ in $(seq 1 1000); do
+    port=$(grep -oE '127\.0\.0\.1:[0-9]+' "$3" | head -1 | cut -d: -f2 || true)
+    [ -n "$port" ] && return
+    sleep 0.01
+  done
+  echo "$0: the collector did not say its port: $(cat "$3")" >&2
+  exit 1
+}
+
 # Reads the command line: --release (config=release), --bin DIR (bin=DIR), -h/--help (prints
 # USAGE), and --NAME VALUE for each NAME listed (sets the variable NAME); anything else is a
 # usage error (exit 64).
