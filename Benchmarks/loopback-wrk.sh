@@ -80,7 +80,8 @@ for batch in $batches; do
   awk -v n="$events" 'BEGIN { for (i = 0; i < n; i++) printf "{\"i\":%d,\"event\":\"Purchase\",\"distinct_id\":\"user-%d\",\"properties\":{\"$lib\":\"Swift\",\"$os\":\"Linux\",\"price\":9.99,\"item\":\"book\",\"count\":3,\"vip\":true,\"note\":\"loopback comparison\"}}\n", i, i % 1000 }' > "$work/events.jsonl"
   awk -v b="$batch" '{ body = body (NR % b == 1 || b == 1 ? "[" : ",") $0; if (NR % b == 0) { print body "]"; body = "" } }' "$work/events.jsonl" > "$work/bodies.txt"
   mkdir -m 700 "$work/backlog"
-  "$beacon" append "$work/backlog" < "$work/events.jsonl"
+  # A quota above the backlog (3M events of batch 500 are about 700 MB): nothing is dropped.
+  "$beacon" append "$work/backlog" --max-disk $((4 << 30)) < "$work/events.jsonl"
   rm -f "$work/events.jsonl"
   wrk_rates=() beacon_rates=() ratios=()
   for round in $(seq 1 "$rounds"); do

@@ -1,4 +1,5 @@
 import BeaconLog
+import BeaconTestSupport
 import BeaconTesting
 import DelayProxy
 import Foundation
@@ -13,7 +14,8 @@ import Synchronization
 /// system, `wait4`) over the requests the recording run counted.
 ///
 /// Per RTT: events/s; the one-request-in-flight limit (events per request / RTT) and the ratio to
-/// it; the window reached (1 until delivery keeps more than one request in flight). One run per
+/// it; the window reached and the most requests seen in flight (`beacon send --metrics`, scraped
+/// every 20 ms: `beacon_request_window`, `beacon_requests_in_flight`). One run per
 /// RTT goes to a recording collector instead (in this process, behind the same proxy), which
 /// checks that every event arrived exactly once and in order and counts the requests.
 ///
@@ -50,17 +52,20 @@ enum DistancePhase: BenchPhase {
             defer { try? FileManager.default.removeItem(atPath: dir) }
             let proxy = try DelayProxy(to: collector.port, oneWay: .microseconds(rtt * 500))
             defer { proxy.stop() }
+            let metricsPort = try freeLoopbackPort()
             let start = now()
-            let send = try SidecarPhase.spawn(beacon, ["send", dir, "--url", "http://127.0.0.1:\(proxy.port)/events"], stdin: "/dev/null")
+            let send = try SidecarPhase.spawn(beacon, ["send", dir, "--url", "http://127.0.0.1:\(proxy.port)/events", "--metrics", "127.0.0.1:\(metricsPort)"], stdin: "/dev/null")
+            let scraper = WindowScraper(port: metricsPort)
             let cpu = try SidecarPhase.reap(send, what: "beacon send")
             let seconds = now() - start
+            let (window, inFlight) = scraper.stop()
             guard SidecarPhase.checkpointSeq(dir) >= UInt64(n) else { throw BenchFailure("distance \(mode): beacon send exited with events pending") }
             let perRequest = Double(n) / Double(recording.requests)
             let limit = perRequest / (Double(rtt) / 1000)
             let rate = Double(n) / seconds
             figures.append(.throughput("beacon", "distance", mode, n: n, bytes: payloads.totalBytes, seconds: seconds))
             figures.append(.value("beacon", "distance", "ratio_to_one_in_flight_\(mode)", rate / limit, fields: [
-                ("limit_events_per_s", grouped(limit)), ("events_per_request", format(perRequest, 0)), ("window", "1"),
+                ("limit_events_per_s", grouped(limit)), ("events_per_request", format(perRequest, 0)), ("window_reached", String(window)), ("most_in_flight", String(inFlight)),
                 ("cpu_ms_per_request", format(cpu * 1000 / Double(recording.requests), 2)),
                 ("recorded", recording.verdict),
             ]))
@@ -68,6 +73,61 @@ enum DistancePhase: BenchPhase {
         let resume = try resumeAfterOutage(beacon, payloads, outage: context.quick ? 3 : 20, context)
         figures.append(.value("beacon", "distance", "resume_s_after_outage_send_follow", resume.seconds, fields: [("outage_s", format(resume.outage, 0))]))
         return figures
+    }
+
+    /// Scrapes `beacon send --metrics` every 20 ms on a thread of its own, keeping the largest
+    /// window and requests in flight it saw.
+    final class WindowScraper: Sendable {
+        private let state = Mutex<(window: Int, inFlight: Int, stopped: Bool)>((0, 0, false))
+        private let done = DispatchSemaphore(value: 0)
+
+        init(port: UInt16) {
+            let thread = Thread { [self] in
+                while !state.withLock({ $0.stopped }) {
+                    if let text = Self.get(port) {
+                        let window = Self.gauge("beacon_request_window", in: text), inFlight = Self.gauge("beacon_requests_in_flight", in: text)
+                        state.withLock { s in
+                            s.window = max(s.window, window ?? 0)
+                            s.inFlight = max(s.inFlight, inFlight ?? 0)
+                        }
+                    }
+                    usleep(20_000)
+                }
+                done.signal()
+            }
+            thread.start()
+        }
+
+        /// The largest window and requests in flight seen.
+        func stop() -> (window: Int, inFlight: Int) {
+            state.withLock { $0.stopped = true }
+            done.wait()
+            return state.withLock { ($0.window, $0.inFlight) }
+        }
+
+        static func gauge(_ name: String, in text: String) -> Int? {
+            text.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap { Double($0.split(separator: " ").last ?? "").map { Int($0) } }
+        }
+
+        /// `GET /metrics` from 127.0.0.1:`port` (nil when nothing answers).
+        static func get(_ port: UInt16) -> String? {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            guard fd >= 0 else { return nil }
+            defer { close(fd) }
+            var address = BenchCollector.loopback(port)
+            let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+            guard connected == 0 else { return nil }
+            let request = Array("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8)
+            guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count else { return nil }
+            var answer: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 16 << 10)
+            while true {
+                let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                if n <= 0 { break }
+                answer += buffer[..<n]
+            }
+            return String(decoding: answer, as: UTF8.self)
+        }
     }
 
     /// A log holding the workload's events, closed (the page cache warm).
