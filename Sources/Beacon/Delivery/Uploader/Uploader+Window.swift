@@ -131,8 +131,10 @@ extension Uploader {
                 readFrom = session.batch.end
                 outstanding.append(Outstanding(session: session, range: inflight, sentAt: started, timeout: timeout, bytes: request.body.count))
                 next = nil
-                startAcknowledgement()
             }
+            // The checkpoint write (an fdatasync holding the log's reader lock) starts once the
+            // window is full, while its answers are awaited: not between the reads that fill it.
+            startAcknowledgement()
             guard !outstanding.isEmpty else { return (sent, Task.isCancelled ? .outcome(.deadline) : .drained(next: next)) }
 
             // The oldest answer.
