@@ -14,6 +14,7 @@ var benchPhases: [any BenchPhase.Type] {
         UploadPhase.self,
         SidecarPhase.self,
         EndToEndPhase.self,
+        DistancePhase.self,
     ]
 }
 

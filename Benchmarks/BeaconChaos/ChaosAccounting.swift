@@ -48,7 +48,7 @@ enum ChaosAccounting {
     static func account(_ source: ChaosSource, events: ChaosEvents, produced ranges: [Range<UInt64>], maybe: [Range<UInt64>],
                         arrivals: ChaosCollector.Arrivals, status: [String: Any], rejected: [SetAside],
                         outages: [ClosedRange<Int64>] = [], toolDropped: ToolCount? = nil, inDoubt inDoubtRanges: [ClosedRange<UInt64>] = [],
-                        interruptions: Int, maxBatch: Int) -> Result {
+                        interruptions: Int, maxBatch: Int, window: Int = ChaosRun.window) -> Result {
         var result = Result(source: source)
         func problem(_ text: String) { result.problems.append("\(source): \(text)") }
         func list(_ ids: some Collection<UInt64>) -> String {
@@ -146,12 +146,13 @@ enum ChaosAccounting {
         if let pending = status["pending_records"] as? Int, pending > 0 { problem("\(pending) records still pending after the drain") }
 
         // Duplicates: each interruption (a kill, a stop, a term, the collector going down) may
-        // re-send the batch in flight, at most `maxBatch` events (in one request or, split, in several).
+        // re-send the batches in flight, at most `window` requests of at most `maxBatch` events
+        // each (in one request or, split, in several).
         result.duplicateEvents = arrivals.ids.count - delivered.count
         result.duplicateRequests = arrivals.requestsWithDuplicates
-        result.duplicateBound = interruptions * maxBatch
+        result.duplicateBound = interruptions * maxBatch * window
         if result.duplicateEvents > result.duplicateBound {
-            problem("\(result.duplicateEvents) duplicate events in \(result.duplicateRequests) requests, beyond the bound of the batch in flight per interruption (\(interruptions) interruptions, batches of at most \(maxBatch))")
+            problem("\(result.duplicateEvents) duplicate events in \(result.duplicateRequests) requests, beyond the bound of the window in flight per interruption (\(interruptions) interruptions, batches of at most \(maxBatch), at most \(window) in flight)")
         }
         return result
     }

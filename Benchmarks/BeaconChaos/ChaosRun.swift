@@ -6,6 +6,9 @@ import Synchronization
 /// One run: the producer, the sender and the tracker against the collector, the schedule played
 /// for `duration` seconds, then a clean drain and the accounting.
 final class ChaosRun: @unchecked Sendable {
+    /// The requests in flight the sender and the tracker keep at most (`--window`, the
+    /// library's default `maxRequestsInFlight`): what an interruption may send again.
+    static let window = 8
     let options: ChaosOptions
     let events: ChaosEvents
     let schedule: ChaosSchedule
@@ -121,7 +124,7 @@ final class ChaosRun: @unchecked Sendable {
         var arguments = ["send", sidecarDir, "--url", collector.url(.sidecar), "--follow", "--format", "ndjson", "--batch", String(size)]
         // No catch-up batch planned: --batch always (the default reads up to 1 MiB while behind,
         // which the duplicate bound below would not know).
-        arguments += ["--catch-up-batch", String(catchUp > 0 ? catchUp : size)]
+        arguments += ["--catch-up-batch", String(catchUp > 0 ? catchUp : size), "--window", String(Self.window)]
         sender.starts += 1
         sender.maxBatch = max(sender.maxBatch, size, catchUp)
         do {

@@ -64,6 +64,10 @@ enum ChaosSelfTest {
         // The front refused 503 (isolation starts), the next event accepted as a probe, then the front.
         expect("clean, out of order after isolation probes", account(delivered: swapped, failed: [.init(ids: [good[0], good[1]], answer: .unavailable)]), nil)
         expect("out of order after an unanswered failure", account(delivered: swapped, failed: [.init(ids: [good[0], good[1]], answer: .cut)]), "out of log order")
+        // A 400 for the front with a window in flight: the next request, already written, accepted first.
+        expect("clean, out of order behind an answered failure in the window", account(delivered: swapped, failed: [.init(ids: [good[0]], answer: .badRequest)]), nil)
+        let beyondWindow = Array(good[1...ChaosRun.window]) + [good[0]] + Array(good.dropFirst(ChaosRun.window + 1))
+        expect("out of order beyond the window", account(delivered: beyondWindow, failed: [.init(ids: [good[0]], answer: .badRequest)]), "out of log order")
         expect("out of order after a failure of later events only", account(delivered: swapped, failed: [.init(ids: [good[1]], answer: .unavailable)]), "out of log order")
         expect("phantom", account(delivered: good + [count + 5]), "never produced")
         expect("bytes", account(delivered: good, mismatches: 1), "differ from the bytes produced")
@@ -74,7 +78,9 @@ enum ChaosSelfTest {
         expect("poison neither set aside nor dropped", account(delivered: good, rejected: []), "lost without being counted")
         expect("set aside during an outage", account(delivered: good, rejected: [.init(id: poison, status: 400, reason: "HTTP 400", at: 1500, line: "x")], outages: [1000...2000]), "during an outage")
         expect("passed over", account(delivered: good, corrupt: 1), "passed over")
-        expect("duplicates beyond the bound", account(delivered: good + good.suffix(30), duplicateRequests: 1), "beyond the bound")
+        // One interruption may send again the window in flight: W batches of at most 10.
+        expect("duplicates within the window", account(delivered: good + good.suffix(10 * ChaosRun.window), duplicateRequests: ChaosRun.window), nil)
+        expect("duplicates beyond the bound", account(delivered: good + good.suffix(10 * ChaosRun.window + 1), duplicateRequests: 1), "beyond the bound")
         if failures.isEmpty {
             print("beacon-chaos self-test: the accounting passes the clean outcomes and catches each of \(brokenCount) broken ones")
             exit(0)

@@ -21,6 +21,9 @@ enum TrackerChild {
         config.diagnostics = { diagnostic in FileHandle.standardError.write(Data("tracker: \(diagnostic.message)\n".utf8)) }
         var delivery = DeliveryConfiguration(url: url)
         delivery.batchSize = 20
+        // 20 also while behind: the duplicate bound counts batches of at most 20 (maxBatch).
+        delivery.catchUpBatchSize = 20
+        delivery.maxRequestsInFlight = ChaosRun.window
         delivery.flushBulkSize = 20
         delivery.flushInterval = .seconds(5)
         delivery.format = .ndjson

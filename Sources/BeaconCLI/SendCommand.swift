@@ -10,7 +10,7 @@ struct SendCommand: Command {
     static let name = "send"
     static let summary = "Upload a directory's pending events to a collector (sidecar)"
     static let usage = """
-        beacon send DIR --url URL [--batch N] [--catch-up-batch N] [--format array|envelope|ndjson]
+        beacon send DIR --url URL [--batch N] [--catch-up-batch N] [--window N] [--format array|envelope|ndjson]
                         [--gzip] [--header 'K: V']... [--follow] [--retries N]
                         [--transport auto|urlsession|socket]
                         [--cacert FILE|DIR] [--cert FILE --key FILE] [--metrics HOST:PORT]
@@ -27,6 +27,10 @@ struct SendCommand: Command {
                           events per request while more than one batch is pending (a backlog),
                           still at most 1 MiB a request; default: as many as 1 MiB holds
                           (--catch-up-batch with the --batch size always sends --batch)
+          --window N      the most requests in flight (default 8): pipelined on the one
+                          connection (HTTP/1.1) while batches go through, the window adapted to
+                          the collector's latency and back pressure; 1 for one at a time. A
+                          collector that does not take pipelined requests gets one at a time
           --format F      array (default), envelope ({"sent_at":ms,"batch":[...]}) or ndjson
           --gzip          compress bodies (Content-Encoding: gzip)
           --header 'K: V' an extra header, e.g. 'Authorization: Bearer ...' (repeatable)
@@ -61,7 +65,7 @@ struct SendCommand: Command {
         """
 
     static func run(_ arguments: [String]) throws -> Int32 {
-        let args = try ParsedArguments(arguments, options: ["--metrics", "--url", "--batch", "--catch-up-batch", "--format", "--header", "--retries", "--transport", "--cacert", "--cert", "--key"], flags: ["--gzip", "--follow"], positionals: 1...1)
+        let args = try ParsedArguments(arguments, options: ["--metrics", "--url", "--batch", "--catch-up-batch", "--window", "--format", "--header", "--retries", "--transport", "--cacert", "--cert", "--key"], flags: ["--gzip", "--follow"], positionals: 1...1)
         guard let urlText = args.value("--url") else { throw CLIError(.usage, "--url is required") }
         guard let url = URL(string: urlText), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host != nil else {
             throw CLIError(.usage, "--url must be an http or https URL, not '\(RedactedURL(text: urlText))'")
@@ -85,6 +89,7 @@ struct SendCommand: Command {
         if args.value("--catch-up-batch") != nil {
             config.catchUpBatchSize = try args.integer("--catch-up-batch", default: config.batchSize, in: 1...1_000_000)
         }
+        config.maxRequestsInFlight = try args.integer("--window", default: config.maxRequestsInFlight, in: 1...64)
         config.flushInterval = nil
         config.gzip = args.has("--gzip")
         switch try args.choice("--format", ["array", "envelope", "ndjson"], default: "array") {

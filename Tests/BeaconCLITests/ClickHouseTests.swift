@@ -270,7 +270,9 @@ struct ClickHouseTests {
         #expect(direct.status == status, "ClickHouse answers the poison row with \(direct.status): \(direct.text)")
         try withTemporaryDirectory { dir in
             try appendedLog(dir, numberedEvents(count, poison: [poison: value]))
-            let send = try BeaconToolRunner.run(["send", dir, "--url", server.insertURL(table: table).absoluteString, "--format", "ndjson", "--batch", "100", "--catch-up-batch", "100"])
+            // One request at a time: this checks the strict order of the one-request path (with a
+            // window, the batches behind the poison one may arrive first: DeliveryWindowTests).
+            let send = try BeaconToolRunner.run(["send", dir, "--url", server.insertURL(table: table).absoluteString, "--format", "ndjson", "--batch", "100", "--catch-up-batch", "100", "--window", "1"])
             #expect(send.status == 0, "beacon send: \(send.stderr)")
             let rejected = try rejectedEntries(dir)
             #expect(rejected.count == 1, "only the poison row is set aside: \(rejected.map(rejectedN))")

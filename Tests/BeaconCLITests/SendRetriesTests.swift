@@ -14,7 +14,10 @@ struct SendRetriesTests {
             let result = try BeaconToolRunner.run(["send", dir, "--url", collector.url.absoluteString, "--batch", "10", "--catch-up-batch", "10", "--retries", "5"])
             #expect(result.status == 0, "\(result.stderr)")
             #expect(collector.requests.filter { $0.status == 500 }.count >= 10, "more failures in total than --retries")
-            #expect(collector.acceptedEvents.map { String(decoding: $0, as: UTF8.self) } == events(1000))
+            // Every event once; a batch answered 500 may arrive after the requests pipelined
+            // behind it (at most the window less one), so the order is the window's.
+            let accepted = collector.acceptedEvents.map { String(decoding: $0, as: UTF8.self) }
+            #expect(accepted.count == 1000 && Set(accepted) == Set(events(1000)))
         }
     }
 

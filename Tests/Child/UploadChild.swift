@@ -3,12 +3,13 @@ import BeaconLog
 import Dispatch
 import Foundation
 
-/// `beacon-test-child upload DIR URL BATCH`: an uploader alone (as `beacon send` runs it) on the
-/// log in DIR, delivering its backlog to the collector at URL in requests of BATCH events; prints
+/// `beacon-test-child upload DIR URL BATCH [WINDOW]`: an uploader alone (as `beacon send` runs it)
+/// on the log in DIR, delivering its backlog to the collector at URL in requests of BATCH events,
+/// at most WINDOW in flight (default: the configuration's); prints
 /// "ready" once open and "done SENT" when the log is drained. Tests kill it with SIGKILL while a
 /// request is in flight.
 func runUploadChild(_ arguments: [String]) -> Never {
-    guard arguments.count == 3, let url = URL(string: arguments[1]), let batch = Int(arguments[2]) else {
+    guard (3...4).contains(arguments.count), let url = URL(string: arguments[1]), let batch = Int(arguments[2]) else {
         FileHandle.standardError.write(Data("usage: beacon-test-child upload DIR URL BATCH\n".utf8))
         exit(64)
     }
@@ -22,6 +23,7 @@ func runUploadChild(_ arguments: [String]) -> Never {
     var delivery = DeliveryConfiguration(url: url)
     delivery.batchSize = batch
     delivery.catchUpBatchSize = batch  // the kill tests count requests of `batch` events
+    if arguments.count == 4, let window = Int(arguments[3]) { delivery.maxRequestsInFlight = window }
     delivery.flushInterval = nil
     delivery.requestTimeout = .seconds(5)
     let uploader = try! Uploader(log: log, configuration: delivery, diagnostics: { _ in })

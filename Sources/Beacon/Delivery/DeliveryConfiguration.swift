@@ -20,6 +20,15 @@ public struct DeliveryConfiguration: Sendable {
     public var catchUpBatchSize: Int?
     /// The most event bytes per request (at least one event is always sent). Default 1 MiB.
     public var maxBatchBytes: Int = 1 << 20
+    /// The most requests in flight at once: while batches go through, up to this many are
+    /// pipelined on the one keep-alive connection (HTTP/1.1), so a collector far away is not
+    /// left idle for a round trip per batch. The window starts at one request and adapts to the
+    /// collector (one more per round trip while latency holds, 10 % fewer when it pushes back or
+    /// latency rises); a collector that does not take pipelined requests gets one at a time. With
+    /// no failure a collector receives the log's order; after a failure, a request's events may
+    /// arrive after those of at most `maxRequestsInFlight - 1` requests sent behind it. Used by
+    /// the default transport (``SocketTransport``); 1 sends one request at a time. Default 8.
+    public var maxRequestsInFlight: Int = 8
     /// Flush when at least this many events are pending. Default 100.
     public var flushBulkSize: Int = 100
     /// Flush periodically at this interval; values below 5 s are raised to 5 s; `nil` turns
@@ -66,7 +75,8 @@ public struct DeliveryConfiguration: Sendable {
     /// Throws ``DeliveryError/Code/configuration`` naming the first value out of range.
     func validate() throws {
         for (name, value) in [("batchSize", batchSize), ("maxBatchBytes", maxBatchBytes), ("flushBulkSize", flushBulkSize),
-                              ("isolateAfterFailures", isolateAfterFailures), ("catchUpBatchSize", catchUpBatchSize ?? 1)] where value <= 0 {
+                              ("isolateAfterFailures", isolateAfterFailures), ("catchUpBatchSize", catchUpBatchSize ?? 1),
+                              ("maxRequestsInFlight", maxRequestsInFlight)] where value <= 0 {
             throw DeliveryError(.configuration, "DeliveryConfiguration.\(name) is \(value); use a positive number")
         }
         if requestTimeout <= .zero {

@@ -36,6 +36,12 @@ public struct DeliveryStats: Sendable, Equatable {
     public var clockSkew: Duration?
     /// Events pending in the log (an upper bound when some are corrupt).
     public var pendingEvents: UInt64 = 0
+    /// Requests sent and not answered yet.
+    public var requestsInFlight: Int = 0
+    /// How many requests may be in flight now: the window, adapted to the collector up to
+    /// ``DeliveryConfiguration/maxRequestsInFlight`` (1 for a collector that does not take
+    /// pipelined requests, and for transports that cannot pipeline).
+    public var requestWindow: Int = 1
 
     /// All counters zero, nothing pending: what a tracker without delivery reports.
     public init() {}

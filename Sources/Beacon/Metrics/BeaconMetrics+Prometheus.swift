@@ -59,6 +59,7 @@ extension BeaconMetrics {
         }
         out.histogram("beacon_request_duration_seconds", "How long each request to the collector took.", requestDuration)
         out.gauge("beacon_requests_in_flight", "Requests sent and not answered yet.", requestsInFlight)
+        out.gauge("beacon_request_window", "How many requests may be in flight now: the window, adapted to the collector up to maxRequestsInFlight.", requestWindow)
         out.gauge("beacon_events_in_flight", "Events in the requests in flight.", eventsInFlight)
         out.gauge("beacon_delivery_paused", "1 while delivery is paused (collector down or refusing), retried with backoff.", deliveryPaused ? 1 : 0)
         if let writerCommitDuration {

@@ -48,6 +48,8 @@ public struct BeaconMetrics: Sendable, Equatable {
     public var requestDuration = Histogram(bounds: Histogram.requestBounds)
     /// Requests sent and not answered yet.
     public var requestsInFlight: Int = 0
+    /// How many requests may be in flight now (the window, adapted to the collector).
+    public var requestWindow: Int = 1
     /// Events in those requests.
     public var eventsInFlight: Int = 0
     /// True while delivery is paused: a collector outage or refusal, retried with backoff.

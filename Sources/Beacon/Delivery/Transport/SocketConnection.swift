@@ -156,21 +156,26 @@ final class SocketConnection: @unchecked Sendable {
 
     private(set) var fd: Int32 = -1
     /// How the open connection's bytes are read and written: the socket itself or TLS over it.
-    private var stream: (any ByteStream)?
+    var stream: (any ByteStream)?
     /// The ``SocketEndpoint/connectionKey`` of the endpoint the open connection was made for.
-    private var peer: String?
+    var peer: String?
     let waker: SocketWaker
     private var parser: HTTPResponseParser
-    private let buffer: UnsafeMutableRawBufferPointer
+    let buffer: UnsafeMutableRawBufferPointer
     /// Connections opened so far (for tests and the benchmark).
     private(set) var opened = 0
     /// How host names are looked up (`getaddrinfo`; tests slow it down or script it).
     let lookup: SocketResolver.Lookup
+    /// Requests written by ``writePipelined(_:to:deadline:isCancelled:)`` and not answered yet.
+    var outstanding = 0
+    /// The answers to pipelined requests, and the bytes read after the last one.
+    var pipelined: PipelinedAnswers
 
     init(maxResponseBodyBytes: Int, readBufferBytes: Int = 64 << 10, lookup: @escaping SocketResolver.Lookup = SocketResolver.system) {
         self.lookup = lookup
         waker = SocketWaker()
         parser = HTTPResponseParser(maxBodyBytes: maxResponseBodyBytes)
+        pipelined = PipelinedAnswers(maxBodyBytes: maxResponseBodyBytes)
         buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: readBufferBytes, alignment: 16)
     }
 
@@ -186,6 +191,8 @@ final class SocketConnection: @unchecked Sendable {
         fd = -1
         peer = nil
         parser.reset()
+        pipelined.reset()
+        outstanding = 0
     }
 
     /// Sends `request` to `endpoint` and reads its answer, before `deadline` (uptime nanoseconds).
@@ -196,7 +203,8 @@ final class SocketConnection: @unchecked Sendable {
         let head = try Self.head(request, endpoint)
         var retried = false
         while true {
-            if fd >= 0, peer != endpoint.connectionKey || peerHasClosed() { disconnect() }
+            // A connection with pipelined requests outstanding cannot carry a request of its own.
+            if fd >= 0, peer != endpoint.connectionKey || outstanding > 0 || !pipelined.leftover.isEmpty || peerHasClosed() { disconnect() }
             let reused = fd >= 0
             if !reused {
                 do {
@@ -323,7 +331,7 @@ final class SocketConnection: @unchecked Sendable {
 
     /// Whether the server closed the idle connection (or sent something unasked, which leaves it
     /// unusable too).
-    private func peerHasClosed() -> Bool {
+    func peerHasClosed() -> Bool {
         !(stream?.isIdle() ?? false)
     }
 
@@ -359,6 +367,18 @@ final class SocketConnection: @unchecked Sendable {
 
     // MARK: - Writing
 
+    /// One write of `head` and `body` from byte `sent` of the two (one `sendmsg` of both, or of
+    /// what is left of the body).
+    static func write(_ head: [UInt8], _ body: [UInt8], from sent: Int, to stream: any ByteStream) -> StreamResult {
+        head.withUnsafeBytes { h in
+            body.withUnsafeBytes { b in
+                sent < h.count
+                    ? stream.write(UnsafeRawBufferPointer(rebasing: h[sent...]), b)
+                    : stream.write(UnsafeRawBufferPointer(start: nil, count: 0), UnsafeRawBufferPointer(rebasing: b[(sent - h.count)...]))
+            }
+        }
+    }
+
     /// Writes the request; returns an answer that came before the whole body was sent, if any.
     ///
     /// A server may answer before it has read the body, a 413 or a 401 from the head alone, and
@@ -371,14 +391,7 @@ final class SocketConnection: @unchecked Sendable {
         let total = head.count + body.count
         var sent = 0
         while sent < total {
-            let result = head.withUnsafeBytes { h in
-                body.withUnsafeBytes { b in
-                    sent < h.count
-                        ? stream.write(UnsafeRawBufferPointer(rebasing: h[sent...]), b)
-                        : stream.write(UnsafeRawBufferPointer(start: nil, count: 0), UnsafeRawBufferPointer(rebasing: b[(sent - h.count)...]))
-                }
-            }
-            switch result {
+            switch Self.write(head, body, from: sent, to: stream) {
             case .done(let n) where n > 0: sent += n
             case .done, .truncated:
                 // Nothing moved (a TLS write after the peer closed): an answer it sent first is
@@ -408,6 +421,20 @@ final class SocketConnection: @unchecked Sendable {
 
     // MARK: - Reading
 
+    /// What a read that brought no bytes and no wait means: the peer's end without TLS's
+    /// close_notify (`truncated`), a reset, another error, TLS failing.
+    static func failure(reading result: StreamResult, receivedAny: Bool) -> Failure {
+        switch result {
+        case .truncated where !receivedAny: return .closedBeforeAnswer(nil)
+        case .truncated:
+            return .malformed("the connection was closed without TLS close_notify before the answer was complete (its end cannot be trusted, RFC 9112 §9.8)")
+        case .failed(let code) where code == ECONNRESET && !receivedAny: return .closedBeforeAnswer(ECONNRESET)
+        case .failed(let code): return .system("recv", code)
+        case .tls(let failure): return .tls(failure)
+        case .done, .wait: preconditionFailure("Invalid state: a read that moved bytes or waits is not a failure")
+        }
+    }
+
     private func readAnswer(deadline: UInt64, isCancelled: () -> Bool) throws(Failure) -> TransportResponse {
         // Waiting, `receive` returns only with an answer.
         try receive(deadline: deadline, isCancelled: isCancelled, waiting: true)!
@@ -419,7 +446,8 @@ final class SocketConnection: @unchecked Sendable {
     private func receive(deadline: UInt64, isCancelled: () -> Bool, waiting: Bool) throws(Failure) -> TransportResponse? {
         while true {
             guard let stream else { throw .closedBeforeAnswer(nil) }
-            switch stream.read(into: buffer) {
+            let result = stream.read(into: buffer)
+            switch result {
             case .done(let n) where n > 0:
                 let used: Int
                 do {
@@ -442,12 +470,8 @@ final class SocketConnection: @unchecked Sendable {
             case .wait(let events):
                 guard waiting else { return nil }
                 try wait(on: fd, for: events, deadline: deadline, isCancelled: isCancelled)
-            case .truncated where !parser.receivedAny: throw .closedBeforeAnswer(nil)
-            case .truncated:
-                throw .malformed("the connection was closed without TLS close_notify before the answer was complete (its end cannot be trusted, RFC 9112 §9.8)")
-            case .failed(let code) where code == ECONNRESET && !parser.receivedAny: throw .closedBeforeAnswer(ECONNRESET)
-            case .failed(let code): throw .system("recv", code)
-            case .tls(let failure): throw .tls(failure)
+            case .truncated, .failed, .tls:
+                throw Self.failure(reading: result, receivedAny: parser.receivedAny)
             }
         }
     }

@@ -37,10 +37,10 @@ import Synchronization
 /// configuration.transport = SocketTransport()
 /// ```
 public final class SocketTransport: Transport {
-    private let queue = DispatchQueue(label: "beacon.socket-transport")
+    let queue = DispatchQueue(label: "beacon.socket-transport")
     let connection: SocketConnection
     /// The last URL's endpoint, so that a URL is taken apart once, not per request.
-    private let endpoints = Mutex<SocketEndpoint?>(nil)
+    let endpoints = Mutex<SocketEndpoint?>(nil)
     /// Requests of this transport still in memory (for tests).
     let live = LiveCounts()
     /// The TLS context for `https://`, made once: at ``init(tls:)``, or at the first `https://`

@@ -32,6 +32,7 @@ extension Uploader {
         m.lastSuccess = observed.lastSuccessMillis.map { Date(timeIntervalSince1970: Double($0) / 1000) }
         m.requestDuration = observed.requestDuration
         m.requestsInFlight = observed.requestsInFlight
+        m.requestWindow = window.effectiveLimit
         m.eventsInFlight = observed.eventsInFlight
         m.deliveryPaused = observed.health.isPaused || stats.paused != nil
         return m

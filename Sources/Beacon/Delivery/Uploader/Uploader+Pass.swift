@@ -73,6 +73,21 @@ extension Uploader {
             } catch {
                 return Pass(sent: sent, outcome: .failed(storageFailure(error, doing: "reading the log")))
             }
+            if let pipe = windowTransport, Self.fitsWindow(session) {
+                let (delivered, end) = await deliverWindow(first: session, through: pipe, deadline: deadline)
+                sent += delivered
+                switch end {
+                case .drained(let next?), .failed(let next):
+                    // A batch the window could not take, or a failure to handle one request at a time.
+                    session = next
+                case .drained(nil):
+                    current = nil
+                    continue
+                case .outcome(let outcome):
+                    current = nil
+                    return Pass(sent: sent, outcome: outcome)
+                }
+            }
             let (delivered, outcome) = await deliver(&session, deadline: deadline)
             sent += delivered
             current = outcome == nil ? nil : session

@@ -18,15 +18,11 @@ extension Uploader {
         let url = configuration.url
         let timeout = min(configuration.requestTimeout, scheduling.withLock { $0.machine.probe.timeout })
         return await withCheckedContinuation { continuation in
-            Self.probeQueue.async {
+            probeQueue.async {
                 continuation.resume(returning: prober.probe(url, timeout: timeout, cancellation: cancellation))
             }
         }
     }
-
-    /// Where probes block: one serial queue for every uploader of the process (a probe takes at
-    /// most a second, and only while backing off).
-    static let probeQueue = DispatchQueue(label: "beacon.uploader.probe")
 }
 
 extension DeliveryError {

@@ -3,7 +3,7 @@ import Dispatch
 import Foundation
 import Synchronization
 
-/// Delivers a log's events to a collector, in order, one request at a time.
+/// Delivers a log's events to a collector, in order, with a window of requests in flight.
 ///
 /// The uploader reads contiguous batches from the log's checkpoint, sends each through a
 /// ``Transport`` and acknowledges it when the collector answers 2xx, so the checkpoint advances
@@ -14,8 +14,13 @@ import Synchronization
 /// `rejected.jsonl`; 401, 403, 404 and other 4xx pause delivery with backoff and are reported,
 /// dropping nothing.
 ///
-/// The decisions are `DeliveryStateMachine`'s (one batch), `DeliveryTiming`'s (deadlines,
-/// backoff) and `UploaderScheduler`'s (when a pass runs, and who runs it); this actor does the
+/// While batches go through, up to ``DeliveryConfiguration/maxRequestsInFlight`` requests are
+/// pipelined on one connection (`RequestWindow` adapts how many; Uploader+Window.swift); a
+/// failure is handled one request at a time.
+///
+/// The decisions are `DeliveryStateMachine`'s (one batch), `RequestWindow`'s (how many in
+/// flight), `DeliveryTiming`'s (deadlines, backoff) and `UploaderScheduler`'s (when a pass runs,
+/// and who runs it); this actor does the
 /// I/O: it reads the log, sends through the transport, writes `rejected.jsonl` and
 /// `delivery.inflight`, acknowledges, and sleeps.
 ///
@@ -64,6 +69,9 @@ public actor Uploader {
     /// The thread passes, flushes and drains run on (their task's executor): the send loop, the
     /// log's reads and the default transport's socket calls, without a thread hand-off per request.
     nonisolated let passThread = IOThread(name: "beacon.uploader.pass")
+    /// Where the delivery loop's probes block while it backs off (``probeCollector()``): a probe
+    /// takes at most a second, and never holds up a flush on ``passThread``.
+    nonisolated let probeQueue = DispatchQueue(label: "beacon.uploader.probe")
     /// The scheduling (`UploaderScheduler`) and what carries it out, shared with the append
     /// hook's thread and with `stop()`.
     nonisolated let scheduling: Mutex<Scheduling>
@@ -92,6 +100,8 @@ public actor Uploader {
     }
 
     var counters = DeliveryStats()
+    /// The window of requests in flight, adapted to the collector (Uploader+Window.swift).
+    var window: RequestWindow
     /// Answers by class, request durations, requests in flight, pauses (Uploader+Metrics.swift).
     var observed = DeliveryObservations()
     /// Callers waiting for the result of the flush that runs or is queued.
@@ -161,6 +171,7 @@ public actor Uploader {
         self.rejectedFile = RejectedFile(directory: log.directory, fileSystem: log.configuration.fileSystem)
         self.inflightFile = InflightFile(directory: log.directory, fileSystem: log.configuration.fileSystem)
         self.requests = RequestBuilder(configuration: configuration)
+        self.window = RequestWindow(maximum: configuration.maxRequestsInFlight)
         self.scheduling = Mutex(Scheduling(machine: UploaderScheduler(bulkSize: configuration.flushBulkSize, interval: configuration.effectiveFlushInterval)))
         quotaDrops.opened(log)
     }
@@ -178,6 +189,8 @@ public actor Uploader {
         var stats = counters
         stats.pendingEvents = pendingEvents
         stats.droppedEvents = quotaDrops.count(log)
+        stats.requestsInFlight = observed.requestsInFlight
+        stats.requestWindow = window.effectiveLimit
         return stats
     }
 
