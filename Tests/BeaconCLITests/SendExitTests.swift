@@ -27,13 +27,15 @@ struct SendExitTests {
     }
 
     @Test("waitFor returns after its task let go of the closure and everything it captured, every time")
-    func closureReleasedBeforeReturn() {
+    func closureReleasedBeforeReturn() async throws {
         for round in 0..<20 {
             let flag = Flag()
-            let value = SendCommand.waitFor({ [witness = Witness(flag)] in
-                witness.touch()
-                return round
-            })
+            let value = try await onOwnThread {
+                SendCommand.waitFor({ [witness = Witness(flag)] in
+                    witness.touch()
+                    return round
+                })
+            }
             #expect(value == round)
             #expect(flag.released.withLock { $0 }, "round \(round): the closure was still held when waitFor returned")
         }
