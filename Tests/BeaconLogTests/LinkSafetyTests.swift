@@ -112,7 +112,7 @@ struct OutsideFile {
         }
     }
 
-    @Test("a second hard link in place of a file the log writes is refused before anything is written", arguments: ["writer.lock", "reader.lock", "newest segment"])
+    @Test("a second hard link in place of a file of the log is refused before anything is read or written", arguments: fileLinks)
     func hardLink(_ which: String) throws {
         try withTemporaryDirectory { root in
             let dir = root + "/log"
@@ -124,6 +124,55 @@ struct OutsideFile {
             let error = expectLogError(.linkedFile) { try useLog(dir) }
             #expect(error?.message.contains("2 hard links") == true, "\(error.map(String.init(describing:)) ?? "")")
             try outside.expectUnchanged()
+        }
+    }
+
+    @Test("a FIFO in place of a file of the log is refused (notRegularFile) without blocking, whatever the role", arguments: fileLinks, [BeaconLog.Access.readWrite, .write, .read])
+    func fifoInPlaceOfAFile(_ which: String, _ access: BeaconLog.Access) throws {
+        try withTemporaryDirectory { root in
+            let dir = root + "/log"
+            let numbers = try prepared(dir)
+            let file = name(which, numbers)
+            unlink(dir + "/" + file)
+            #expect(mkfifo(dir + "/" + file, 0o600) == 0)
+            // A role that never opens this file (the reader and writer.lock) has nothing to refuse.
+            do {
+                try useLog(dir, access: access)
+            } catch let error as BeaconLogError {
+                #expect(error.code == .notRegularFile, "\(error)")
+                #expect(error.path == dir + "/" + file)
+                #expect(error.message.contains("is a FIFO") && error.message.contains("rm \(dir)/\(file)"), "\(error)")
+            }
+            var st = stat()
+            #expect(lstat(dir + "/" + file, &st) == 0 && (st.st_mode & S_IFMT) == S_IFIFO, "left for the operator to look at")
+        }
+    }
+
+    @Test("a FIFO planted between two operations (just before the reader opens a segment) is refused without blocking")
+    func fifoSwappedInBeforeTheOpen() throws {
+        try withTemporaryDirectory { root in
+            let dir = root + "/log"
+            let numbers = try prepared(dir)
+            let file = SegmentName.fileName(numbers[0])
+            let fs = FaultyFileSystem()
+            let planted = Mutex(false)
+            fs.beforeCall = { operation, path in
+                guard operation == .open, path == dir + "/" + file else { return }
+                let first = planted.withLock { done in
+                    defer { done = true }
+                    return !done
+                }
+                if first { unlink(path); _ = mkfifo(path, 0o600) }
+            }
+            let error = expectLogError(.notRegularFile) {
+                var config = faultyConfig(dir, fs)
+                config.access = .read
+                let log = try BeaconLog(configuration: config)
+                defer { try? log.close() }
+                _ = try log.read(maxRecords: 100)
+            }
+            #expect(planted.withLock { $0 })
+            #expect(error?.path == dir + "/" + file)
         }
     }
 
