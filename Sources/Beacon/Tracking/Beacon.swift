@@ -24,8 +24,10 @@ import Synchronization
 /// Invalid input is refused with a diagnostic naming the event, the key and the rule (see
 /// ``Configuration/diagnostics``) and counted in ``stats``. All methods are thread-safe.
 public final class Beacon: Sendable {
-    /// The version sent as `$lib_version`.
-    public static let libraryVersion = "1.0.0"
+    /// Beacon's version, written here and nowhere else: events carry it as `$lib_version` and
+    /// requests in `User-Agent: beacon-swift/<version>`. No release is tagged yet; a release's tag
+    /// will be this string (`Tests/Docs/dependency-line.sh` checks a tag on the built commit).
+    public static let libraryVersion = "0.1.0"
 
     /// The configuration the tracker was opened with.
     public let configuration: Configuration
