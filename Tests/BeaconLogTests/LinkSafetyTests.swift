@@ -155,15 +155,7 @@ struct OutsideFile {
             let numbers = try prepared(dir)
             let file = SegmentName.fileName(numbers[0])
             let fs = FaultyFileSystem()
-            let planted = Mutex(false)
-            fs.beforeCall = { operation, path in
-                guard operation == .open, path == dir + "/" + file else { return }
-                let first = planted.withLock { done in
-                    defer { done = true }
-                    return !done
-                }
-                if first { unlink(path); _ = mkfifo(path, 0o600) }
-            }
+            let planted = Self.onFirstOpen(of: dir + "/" + file, in: fs) { _ = unlink(dir + "/" + file); _ = mkfifo(dir + "/" + file, 0o600) }
             let error = expectLogError(.notRegularFile) {
                 var config = faultyConfig(dir, fs)
                 config.access = .read
@@ -171,9 +163,29 @@ struct OutsideFile {
                 defer { try? log.close() }
                 _ = try log.read(maxRecords: 100)
             }
-            #expect(planted.withLock { $0 })
+            #expect(planted.ran.withLock { $0 })
             #expect(error?.path == dir + "/" + file)
         }
+    }
+
+    /// Whether a planting hook ran.
+    final class Planted: Sendable {
+        let ran = Mutex(false)
+    }
+
+    /// Runs `plant` once, just before the first open of `path` through `fs` (the fault seam's
+    /// hook); the result says whether it ran.
+    static func onFirstOpen(of path: String, in fs: FaultyFileSystem, _ plant: @escaping @Sendable () -> Void) -> Planted {
+        let planted = Planted()
+        fs.beforeCall = { operation, opened in
+            guard operation == .open, opened == path else { return }
+            let first = planted.ran.withLock { done in
+                defer { done = true }
+                return !done
+            }
+            if first { plant() }
+        }
+        return planted
     }
 
     /// The race: the file is there when the log looks, and a link when it opens it (the fault
@@ -186,22 +198,14 @@ struct OutsideFile {
             let outside = try OutsideFile(in: root + "/elsewhere")
             let file = name(which, numbers)
             let fs = FaultyFileSystem()
-            let planted = Mutex(false)
-            fs.beforeCall = { operation, path in
-                guard operation == .open, path == dir + "/" + file else { return }
-                let first = planted.withLock { done in
-                    defer { done = true }
-                    return !done
-                }
-                if first { try? outside.plantLink(file, in: dir) }
-            }
+            let planted = Self.onFirstOpen(of: dir + "/" + file, in: fs) { try? outside.plantLink(file, in: dir) }
             let error = expectLogError(.linkedFile) {
                 let log = try BeaconLog(configuration: faultyConfig(dir, fs))
                 defer { try? log.close() }
                 try log.append("after")
                 try log.acknowledge(through: try log.read().end)
             }
-            #expect(planted.withLock { $0 })
+            #expect(planted.ran.withLock { $0 })
             #expect(error?.path == dir + "/" + file)
             try outside.expectUnchanged()
         }
