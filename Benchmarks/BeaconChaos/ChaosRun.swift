@@ -119,7 +119,9 @@ final class ChaosRun: @unchecked Sendable {
         let size = batch ?? planned.batch
         let catchUp = batch == nil ? planned.catchUp : 0
         var arguments = ["send", sidecarDir, "--url", collector.url(.sidecar), "--follow", "--format", "ndjson", "--batch", String(size)]
-        if catchUp > 0 { arguments += ["--catch-up-batch", String(catchUp)] }
+        // No catch-up batch planned: --batch always (the default reads up to 1 MiB while behind,
+        // which the duplicate bound below would not know).
+        arguments += ["--catch-up-batch", String(catchUp > 0 ? catchUp : size)]
         sender.starts += 1
         sender.maxBatch = max(sender.maxBatch, size, catchUp)
         do {

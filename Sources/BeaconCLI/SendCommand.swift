@@ -25,7 +25,8 @@ struct SendCommand: Command {
           --batch N       events per request (default 50)
           --catch-up-batch N
                           events per request while more than one batch is pending (a backlog),
-                          still at most 1 MiB a request; default: the --batch size
+                          still at most 1 MiB a request; default: as many as 1 MiB holds
+                          (--catch-up-batch with the --batch size always sends --batch)
           --format F      array (default), envelope ({"sent_at":ms,"batch":[...]}) or ndjson
           --gzip          compress bodies (Content-Encoding: gzip)
           --header 'K: V' an extra header, e.g. 'Authorization: Bearer ...' (repeatable)

@@ -117,6 +117,7 @@ struct ClickHouseTests {
             var delivery = DeliveryConfiguration(url: server.insertURL(table: "tracked"))
             delivery.format = .ndjson
             delivery.batchSize = 100
+            delivery.catchUpBatchSize = 100
             config.delivery = delivery
             let beacon = try Beacon(configuration: config)
             let count = 1_000
@@ -146,7 +147,7 @@ struct ClickHouseTests {
         try withTemporaryDirectory { dir in
             let count = 2_000
             try appendedLog(dir, numberedEvents(count))
-            let send = try BeaconToolRunner.run(["send", dir, "--url", server.insertURL(table: table).absoluteString, "--format", "ndjson", "--batch", "100"] + (gzip ? ["--gzip"] : []))
+            let send = try BeaconToolRunner.run(["send", dir, "--url", server.insertURL(table: table).absoluteString, "--format", "ndjson", "--batch", "100", "--catch-up-batch", "100"] + (gzip ? ["--gzip"] : []))
             #expect(send.status == 0, "beacon send: \(send.stderr)")
             let received = try inserts(server, table)
             #expect(received.count == count / 100, "one insert per batch of 100")
@@ -167,7 +168,7 @@ struct ClickHouseTests {
             // delivery and before the checkpoint would.
             try FileManager.default.copyItem(atPath: dir + "/a", toPath: dir + "/b")
             for copy in ["a", "b"] {
-                let send = try BeaconToolRunner.run(["send", dir + "/" + copy, "--url", server.insertURL(table: "resent").absoluteString, "--format", "ndjson", "--batch", "100"])
+                let send = try BeaconToolRunner.run(["send", dir + "/" + copy, "--url", server.insertURL(table: "resent").absoluteString, "--format", "ndjson", "--batch", "100", "--catch-up-batch", "100"])
                 #expect(send.status == 0, "beacon send: \(send.stderr)")
             }
             let received = try inserts(server, "resent")
@@ -188,7 +189,7 @@ struct ClickHouseTests {
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let count = 4_000
         try appendedLog(dir, numberedEvents(count))
-        let send = try RunningTool(["send", dir, "--url", server.insertURL(table: "outage").absoluteString, "--format", "ndjson", "--batch", "50", "--retries", "1000"])
+        let send = try RunningTool(["send", dir, "--url", server.insertURL(table: "outage").absoluteString, "--format", "ndjson", "--batch", "50", "--catch-up-batch", "50", "--retries", "1000"])
         let midStream = eventually(within: 30) { ((try? inserts(server, "outage").count) ?? 0) >= 20 }
         #expect(midStream, "beacon send started delivering")
         #expect(send.process.isRunning, "the outage starts mid-stream")
@@ -269,7 +270,7 @@ struct ClickHouseTests {
         #expect(direct.status == status, "ClickHouse answers the poison row with \(direct.status): \(direct.text)")
         try withTemporaryDirectory { dir in
             try appendedLog(dir, numberedEvents(count, poison: [poison: value]))
-            let send = try BeaconToolRunner.run(["send", dir, "--url", server.insertURL(table: table).absoluteString, "--format", "ndjson", "--batch", "100"])
+            let send = try BeaconToolRunner.run(["send", dir, "--url", server.insertURL(table: table).absoluteString, "--format", "ndjson", "--batch", "100", "--catch-up-batch", "100"])
             #expect(send.status == 0, "beacon send: \(send.stderr)")
             let rejected = try rejectedEntries(dir)
             #expect(rejected.count == 1, "only the poison row is set aside: \(rejected.map(rejectedN))")

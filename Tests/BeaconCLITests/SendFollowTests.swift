@@ -48,7 +48,7 @@ struct SendFollowTests {
             #expect(try BeaconToolRunner.run(["append", dir], stdin: stdinData(events(7))).status == 0)
             let collector = try SilentCollector()
             defer { collector.server.stop() }
-            var arguments = ["send", dir, "--url", collector.url, "--transport", transport, "--batch", "5"]
+            var arguments = ["send", dir, "--url", collector.url, "--transport", transport, "--batch", "5", "--catch-up-batch", "5"]
             if follow { arguments.append("--follow") }
             let sender = try RunningTool(arguments)
             #expect(eventually(within: 20) { collector.keys.count == 1 }, "the first request arrives")
@@ -65,7 +65,7 @@ struct SendFollowTests {
             #expect(try statusJSON(dir)["pending_records"] as? Int == 7)
 
             collector.answer()
-            let again = try BeaconToolRunner.run(["send", dir, "--url", collector.url, "--batch", "5"])
+            let again = try BeaconToolRunner.run(["send", dir, "--url", collector.url, "--batch", "5", "--catch-up-batch", "5"])
             #expect(again.status == 0, "\(again.stderr)")
             #expect(try statusJSON(dir)["pending_records"] as? Int == 0)
             let keys = collector.keys

@@ -11,7 +11,7 @@ struct SendRetriesTests {
             let collector = try LoopbackCollector()
             defer { collector.stop() }
             for i in 0..<200 { collector.enqueue(i % 10 == 9 ? .status(500, body: "Code: 159. Timeout exceeded") : .status(200)) }
-            let result = try BeaconToolRunner.run(["send", dir, "--url", collector.url.absoluteString, "--batch", "10", "--retries", "5"])
+            let result = try BeaconToolRunner.run(["send", dir, "--url", collector.url.absoluteString, "--batch", "10", "--catch-up-batch", "10", "--retries", "5"])
             #expect(result.status == 0, "\(result.stderr)")
             #expect(collector.requests.filter { $0.status == 500 }.count >= 10, "more failures in total than --retries")
             #expect(collector.acceptedEvents.map { String(decoding: $0, as: UTF8.self) } == events(1000))

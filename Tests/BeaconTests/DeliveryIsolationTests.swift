@@ -357,6 +357,45 @@ struct DeliveryIsolationTests {
         #expect(sizes.allSatisfy { $0 <= 8 }, "\(sizes)")
     }
 
+    @Test("by default, while more than one batch is pending, a request carries up to maxBatchBytes of events; batchSize once caught up")
+    func catchUpByBytesIsTheDefault() async throws {
+        let dir = DeliveryTempDir()
+        defer { dir.remove() }
+        let log = try deliveryLog(dir, events: 0..<250)
+        let transport = InMemoryTransport()
+        var config = DeliveryConfiguration(url: URL(string: "http://127.0.0.1:9/events")!)
+        config.batchSize = 10
+        config.flushInterval = nil
+        #expect(config.catchUpBatchSize == nil && config.maxBatchBytes == 1 << 20)
+        let uploader = try Uploader(log: log, configuration: config, transport: transport, clock: ManualClock())
+        #expect(await uploader.flush().sent == 250)
+        #expect(transport.requests.map { trackIDs(in: $0).count } == [250], "one request for the backlog")
+        for i in 250..<255 { try log.append(deliveryEvent(i)) }
+        #expect(await uploader.flush().sent == 5)
+        for i in 255..<265 { try log.append(deliveryEvent(i)) }
+        #expect(await uploader.flush().sent == 10)
+        for i in 265..<300 { try log.append(deliveryEvent(i)) }
+        #expect(await uploader.flush().sent == 35)
+        #expect(transport.requests.dropFirst().map { trackIDs(in: $0).count } == [5, 10, 35])
+        #expect(transport.requests.flatMap { trackIDs(in: $0) } == Array(0..<300))
+
+        // Every byte cap from one event to a dozen: each request stops at the first event that
+        // reaches it, the events in order, once each.
+        let eventBytes = deliveryEvent(0).count
+        for cap in 1...12 {
+            let capped = DeliveryTempDir()
+            defer { capped.remove() }
+            let cappedLog = try deliveryLog(capped, events: 0..<40)
+            config.maxBatchBytes = eventBytes * cap
+            let cappedTransport = InMemoryTransport()
+            let cappedUploader = try Uploader(log: cappedLog, configuration: config, transport: cappedTransport, clock: ManualClock())
+            #expect(await cappedUploader.flush().sent == 40)
+            let sizes = cappedTransport.requests.map { trackIDs(in: $0).count }
+            #expect(sizes.allSatisfy { $0 <= cap } && sizes.dropLast().allSatisfy { $0 == cap || $0 == 10 }, "cap \(cap): \(sizes)")
+            #expect(cappedTransport.requests.flatMap { trackIDs(in: $0) } == Array(0..<40))
+        }
+    }
+
     @Test("catch-up batches keep deterministic idempotency keys: a re-sent batch has the same key and bytes")
     func catchUpKeysAreStable() async throws {
         let dir = DeliveryTempDir()

@@ -34,7 +34,11 @@ struct DeliveryReadAheadTests {
             return .status(step.status)
         }
         var config = testDelivery(batch: Int.random(in: 1...9, using: &random))
-        if Bool.random(using: &random) { config.catchUpBatchSize = 2 * config.batchSize + 1 }
+        switch Int.random(in: 0..<3, using: &random) {
+        case 0: config.catchUpBatchSize = nil  // the default: up to maxBatchBytes while behind
+        case 1: config.catchUpBatchSize = 2 * config.batchSize + 1
+        default: break  // batchSize always
+        }
         config.isolateAfterFailures = 1000  // random 500s are not a bad event
         let uploader = try Uploader(log: log, configuration: config, transport: transport, clock: ManualClock(), diagnostics: { _ in })
         var flushes = 0
@@ -50,7 +54,7 @@ struct DeliveryReadAheadTests {
             let ids = trackIDs(in: request)
             try #require(!ids.isEmpty)
             #expect(ids == Array(delivered..<delivered + ids.count), "request \(i) starts at the first undelivered event and holds consecutive events")
-            #expect(ids.count <= max(config.batchSize, config.catchUpBatchSize ?? 0))
+            #expect(ids.count <= max(config.batchSize, config.catchUpBatchSize ?? Int.max))
             if let failed = lastFailed {
                 #expect(request.header("Idempotency-Key") == failed.header("Idempotency-Key"), "a refused batch is sent again as it was")
             }

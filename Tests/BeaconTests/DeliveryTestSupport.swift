@@ -57,6 +57,9 @@ func trackIDs(in request: TransportRequest) -> [Int] { trackIDs(events(in: reque
 func testDelivery(_ url: URL = URL(string: "http://127.0.0.1:9/events")!, batch: Int = 10) -> DeliveryConfiguration {
     var config = DeliveryConfiguration(url: url)
     config.batchSize = batch
+    // Batches cut at `batch` events also while behind: the suites count and cut requests by it
+    // (the default, up to maxBatchBytes while behind, has tests of its own).
+    config.catchUpBatchSize = batch
     config.flushInterval = nil
     config.backoff = .init(initial: .seconds(1), maximum: .seconds(8), jitter: false)
     config.requestTimeout = .seconds(5)

@@ -17,6 +17,7 @@ struct LighttpdTests {
         var delivery = DeliveryConfiguration(url: server.url)
         delivery.flushInterval = nil
         delivery.batchSize = batchSize
+        delivery.catchUpBatchSize = batchSize  // the suite counts requests of batchSize events
         delivery.format = .ndjson
         delivery.backoff = .init(initial: .milliseconds(20), maximum: .milliseconds(100))
         config.delivery = delivery

@@ -22,6 +22,7 @@ func runDeliverChild(_ arguments: [String]) -> Never {
     config.diagnostics = { _ in }
     var delivery = DeliveryConfiguration(url: url)
     delivery.batchSize = 20
+    delivery.catchUpBatchSize = 20
     delivery.flushBulkSize = 20
     delivery.flushInterval = .seconds(5)
     delivery.backoff = .init(initial: .milliseconds(20), maximum: .milliseconds(200))

@@ -21,6 +21,7 @@ func runUploadChild(_ arguments: [String]) -> Never {
     }
     var delivery = DeliveryConfiguration(url: url)
     delivery.batchSize = batch
+    delivery.catchUpBatchSize = batch  // the kill tests count requests of `batch` events
     delivery.flushInterval = nil
     delivery.requestTimeout = .seconds(5)
     let uploader = try! Uploader(log: log, configuration: delivery, diagnostics: { _ in })

@@ -12,9 +12,11 @@ public struct DeliveryConfiguration: Sendable {
     /// The most events per request. Default 50.
     public var batchSize: Int = 50
     /// The most events per request while more than one batch is pending (a backlog after an
-    /// outage or a burst), still capped by `maxBatchBytes`; nil (the default) always sends
-    /// `batchSize`. Small batches keep latency low in steady state; big ones drain a backlog at
-    /// the collector's bulk rate (ClickHouse, for one, wants thousands of rows per insert).
+    /// outage or a burst), still capped by `maxBatchBytes`; nil (the default) sends as many as
+    /// `maxBatchBytes` holds. Small batches keep latency low in steady state; big ones drain a
+    /// backlog at the collector's bulk rate (one round trip per megabyte, not per 50 events).
+    /// Set it to `batchSize` to always send `batchSize` events, or lower `maxBatchBytes` for a
+    /// collector that refuses big bodies (a 413 splits a request in any case).
     public var catchUpBatchSize: Int?
     /// The most event bytes per request (at least one event is always sent). Default 1 MiB.
     public var maxBatchBytes: Int = 1 << 20
@@ -72,11 +74,12 @@ public struct DeliveryConfiguration: Sendable {
         }
     }
 
-    /// The events to read for the next request when `pending` events wait: `catchUpBatchSize`
-    /// while more than `batchSize` are pending, else `batchSize`.
+    /// The events to read for the next request when `pending` events wait: while more than
+    /// `batchSize` are pending, `catchUpBatchSize` or, by default, no count (the read stops at
+    /// `maxBatchBytes`); else `batchSize`.
     func eventsPerRequest(pending: UInt64) -> Int {
-        guard let catchUp = catchUpBatchSize, pending > UInt64(batchSize) else { return batchSize }
-        return max(catchUp, 1)
+        guard pending > UInt64(batchSize) else { return batchSize }
+        return max(catchUpBatchSize ?? Int.max, 1)
     }
 
     /// `flushInterval` as it is used: at least 5 s, or nil.

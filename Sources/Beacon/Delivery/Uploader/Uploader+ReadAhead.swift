@@ -28,7 +28,8 @@ extension Uploader {
         guard readAhead?.firstSeq != from.seq else { return }
         let stats = log.stats
         let wanted = configuration.eventsPerRequest(pending: stats.pendingRecords)
-        guard canOverlap(after: session, waiting: wanted, stats: stats) else { return }
+        // A backlog: more than a batch beyond this one (a catch-up batch reads what is there).
+        guard canOverlap(after: session, waiting: min(wanted, configuration.batchSize + 1), stats: stats) else { return }
         let log = self.log, requests = self.requests, bytes = configuration.maxBatchBytes
         let work = { @Sendable () -> Prepared? in
             guard let batch = try? log.read(from: from, maxRecords: wanted, maxBytes: bytes), !batch.isEmpty else { return nil }
