@@ -16,7 +16,7 @@ public struct BeaconLogError: Error, Sendable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Kind: String, Sendable {
             case locked, diskFull, quotaExceeded, recordTooLarge, invalidRecord, permissionDenied
-            case io, failed, closed, invalidArgument, corrupt, linkedFile, unsafeDirectory
+            case io, failed, closed, invalidArgument, corrupt, linkedFile, unsafeDirectory, notRegularFile
         }
 
         private let kind: Kind
@@ -58,6 +58,10 @@ public struct BeaconLogError: Error, Sendable, CustomStringConvertible {
         /// owner), who could replace its files; the message names the command that fixes it
         /// (`chmod 700 DIR`). See ``BeaconLog/Configuration/sharing``.
         public static let unsafeDirectory = Code(.unsafeDirectory)
+        /// Something other than a regular file (a FIFO, a socket, a device, a directory) was found
+        /// in place of a file of the log directory. Beacon neither opens it for writing nor reads
+        /// it: remove it, and check who can write the directory.
+        public static let notRegularFile = Code(.notRegularFile)
     }
 
     /// A system call that failed: which, with which `errno`, on which path.

@@ -14,8 +14,12 @@ struct ToolResult {
 /// Runs the built `beacon` executable as a user would: arguments, standard input through a pipe,
 /// standard output and error captured.
 enum BeaconToolRunner {
-    /// `beacon` next to the test bundle (`.build/<triple>/debug/`), else under the package's `.build/debug`.
+    /// `beacon` next to the test bundle (`.build/<triple>/debug/`), else under the package's
+    /// `.build/debug`; `BEACON_TOOL` names another one, to run a suite against an older build
+    /// (`BEACON_TOOL=/tmp/old/.build/debug/beacon swift test --skip-build --filter LinkCommandTests`
+    /// shows which cases fail there).
     static let executable: String = {
+        if let override = ProcessInfo.processInfo.environment["BEACON_TOOL"], !override.isEmpty { return override }
         let bundleDir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
         var candidates = [bundleDir.appendingPathComponent("beacon").path]
         var dir = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
@@ -31,8 +35,10 @@ enum BeaconToolRunner {
 
     /// Runs `beacon ARGS`, feeding `stdin` through a pipe (written from another thread) and
     /// capturing stdout in a temporary file (or sending it to `stdoutFile`). `currentDirectory`
-    /// is where relative paths resolve; `environment` entries are added to this process's.
-    static func run(_ arguments: [String], stdin: Data = Data(), stdoutFile: String? = nil, closedStdout: Bool = false, currentDirectory: String? = nil, environment: [String: String] = [:]) throws -> ToolResult {
+    /// is where relative paths resolve; `environment` entries are added to this process's. With
+    /// `timeout`, a run still going after it is killed (SIGKILL; status 9 with reason
+    /// uncaughtSignal): for cases an older build may hang in.
+    static func run(_ arguments: [String], stdin: Data = Data(), stdoutFile: String? = nil, closedStdout: Bool = false, currentDirectory: String? = nil, environment: [String: String] = [:], timeout: Duration? = nil) throws -> ToolResult {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
@@ -73,6 +79,12 @@ enum BeaconToolRunner {
             try? handle.close()
         }
         writer.start()
+        if let timeout {
+            let pid = process.processIdentifier
+            let deadline = ContinuousClock.now + timeout
+            while process.isRunning && ContinuousClock.now < deadline { usleep(10_000) }
+            if process.isRunning { kill(pid, SIGKILL) }
+        }
         process.waitUntilExit()
         while !writer.isFinished { usleep(1000) }
         let out = closedStdout ? Data() : (fileContents(atPath: outPath) ?? Data())

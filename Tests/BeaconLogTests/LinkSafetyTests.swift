@@ -112,7 +112,7 @@ struct OutsideFile {
         }
     }
 
-    @Test("a second hard link in place of a file the log writes is refused before anything is written", arguments: ["writer.lock", "reader.lock", "newest segment"])
+    @Test("a second hard link in place of a file of the log is refused before anything is read or written", arguments: fileLinks)
     func hardLink(_ which: String) throws {
         try withTemporaryDirectory { root in
             let dir = root + "/log"
@@ -127,6 +127,67 @@ struct OutsideFile {
         }
     }
 
+    @Test("a FIFO in place of a file of the log is refused (notRegularFile) without blocking, whatever the role", arguments: fileLinks, [BeaconLog.Access.readWrite, .write, .read])
+    func fifoInPlaceOfAFile(_ which: String, _ access: BeaconLog.Access) throws {
+        try withTemporaryDirectory { root in
+            let dir = root + "/log"
+            let numbers = try prepared(dir)
+            let file = name(which, numbers)
+            unlink(dir + "/" + file)
+            #expect(mkfifo(dir + "/" + file, 0o600) == 0)
+            // A role that never opens this file (the reader and writer.lock) has nothing to refuse.
+            do {
+                try useLog(dir, access: access)
+            } catch let error as BeaconLogError {
+                #expect(error.code == .notRegularFile, "\(error)")
+                #expect(error.path == dir + "/" + file)
+                #expect(error.message.contains("is a FIFO") && error.message.contains("rm \(dir)/\(file)"), "\(error)")
+            }
+            var st = stat()
+            #expect(lstat(dir + "/" + file, &st) == 0 && (st.st_mode & S_IFMT) == S_IFIFO, "left for the operator to look at")
+        }
+    }
+
+    @Test("a FIFO planted between two operations (just before the reader opens a segment) is refused without blocking")
+    func fifoSwappedInBeforeTheOpen() throws {
+        try withTemporaryDirectory { root in
+            let dir = root + "/log"
+            let numbers = try prepared(dir)
+            let file = SegmentName.fileName(numbers[0])
+            let fs = FaultyFileSystem()
+            let planted = Self.onFirstOpen(of: dir + "/" + file, in: fs) { _ = unlink(dir + "/" + file); _ = mkfifo(dir + "/" + file, 0o600) }
+            let error = expectLogError(.notRegularFile) {
+                var config = faultyConfig(dir, fs)
+                config.access = .read
+                let log = try BeaconLog(configuration: config)
+                defer { try? log.close() }
+                _ = try log.read(maxRecords: 100)
+            }
+            #expect(planted.ran.withLock { $0 })
+            #expect(error?.path == dir + "/" + file)
+        }
+    }
+
+    /// Whether a planting hook ran.
+    final class Planted: Sendable {
+        let ran = Mutex(false)
+    }
+
+    /// Runs `plant` once, just before the first open of `path` through `fs` (the fault seam's
+    /// hook); the result says whether it ran.
+    static func onFirstOpen(of path: String, in fs: FaultyFileSystem, _ plant: @escaping @Sendable () -> Void) -> Planted {
+        let planted = Planted()
+        fs.beforeCall = { operation, opened in
+            guard operation == .open, opened == path else { return }
+            let first = planted.ran.withLock { done in
+                defer { done = true }
+                return !done
+            }
+            if first { plant() }
+        }
+        return planted
+    }
+
     /// The race: the file is there when the log looks, and a link when it opens it (the fault
     /// seam's hook runs just before the open).
     @Test("a file swapped for a link between two operations (after the directory was opened) is refused at the next open", arguments: ["writer.lock", "reader.lock", "checkpoint", "newest segment"])
@@ -137,22 +198,14 @@ struct OutsideFile {
             let outside = try OutsideFile(in: root + "/elsewhere")
             let file = name(which, numbers)
             let fs = FaultyFileSystem()
-            let planted = Mutex(false)
-            fs.beforeCall = { operation, path in
-                guard operation == .open, path == dir + "/" + file else { return }
-                let first = planted.withLock { done in
-                    defer { done = true }
-                    return !done
-                }
-                if first { try? outside.plantLink(file, in: dir) }
-            }
+            let planted = Self.onFirstOpen(of: dir + "/" + file, in: fs) { try? outside.plantLink(file, in: dir) }
             let error = expectLogError(.linkedFile) {
                 let log = try BeaconLog(configuration: faultyConfig(dir, fs))
                 defer { try? log.close() }
                 try log.append("after")
                 try log.acknowledge(through: try log.read().end)
             }
-            #expect(planted.withLock { $0 })
+            #expect(planted.ran.withLock { $0 })
             #expect(error?.path == dir + "/" + file)
             try outside.expectUnchanged()
         }

@@ -20,8 +20,9 @@ extension FileSystem {
         return bytes
     }
 
-    /// The content of the file, or nil if there is no such file. A symbolic link in its place
-    /// throws ``BeaconLogError/Code/linkedFile``.
+    /// The content of the file, or nil if there is no such file. A link in its place throws
+    /// ``BeaconLogError/Code/linkedFile``, anything but a regular file
+    /// ``BeaconLogError/Code/notRegularFile``, at once (never retried).
     ///
     /// Small files whose loss would cost something (the identity, the loss counters) are read
     /// with `attempts: 2`, so that one transient read error does not make them look missing.
@@ -45,7 +46,7 @@ extension FileSystem {
                 }
                 defer { close(file) }
                 return try readAll(file)
-            } catch let error as BeaconLogError where error.code == .linkedFile {
+            } catch let error as BeaconLogError where error.code == .linkedFile || error.code == .notRegularFile {
                 throw error
             } catch where attempt < attempts {
                 attempt += 1

@@ -137,8 +137,11 @@ package enum OpenMode: Sendable {
 package protocol FileSystem: Sendable {
     /// `openat(2)` relative to the directory's descriptor with `O_NOFOLLOW | O_CLOEXEC`, retried on
     /// `EINTR`, wrapped in a `FileHandle`. A symbolic link in place of the file throws
-    /// ``BeaconLogError/Code/linkedFile``; so does, when opening for writing, a file with another
-    /// hard link (`st_nlink > 1`), before anything is written to it.
+    /// ``BeaconLogError/Code/linkedFile``; so does a file with another hard link (`st_nlink > 1`),
+    /// found by `fstat(2)` after the open, before anything is read or written. Anything but a
+    /// regular file (a FIFO, a socket, a device) throws ``BeaconLogError/Code/notRegularFile``,
+    /// looked at before the open and after it; the open is `O_NONBLOCK`, so a FIFO swapped in
+    /// between cannot block it.
     func open(_ file: LogPath, _ mode: OpenMode) throws -> LogFile
     /// Writes all of `bytes` at the file's current offset (`write(2)` until done).
     func write(_ file: LogFile, _ bytes: UnsafeRawBufferPointer) throws
@@ -182,7 +185,8 @@ package protocol FileSystem: Sendable {
     /// The names in the directory (`readdir(3)` on a duplicate of its descriptor).
     func list(_ directory: LogDirectory) throws -> [String]
     /// The size of the file (`fstatat(2)` with `AT_SYMLINK_NOFOLLOW`), or nil if it does not
-    /// exist. A symbolic link there throws ``BeaconLogError/Code/linkedFile``.
+    /// exist. A symbolic link there throws ``BeaconLogError/Code/linkedFile``, anything else but a
+    /// regular file ``BeaconLogError/Code/notRegularFile``.
     func fileSize(_ file: LogPath) throws -> UInt64?
     /// The directory's mode, owner and group (`fstat(2)` of its descriptor), for the safety check
     /// at open; opens it if it is not open yet.
@@ -213,22 +217,53 @@ package struct SystemFileSystem: FileSystem {
         case .createOrOpen: flags = O_RDWR | O_CREAT
         }
         let directory = try file.directory.descriptor()
-        let (result, e) = retryingInterrupts { openat(directory, file.name, flags | O_NOFOLLOW | O_CLOEXEC, 0o600) }
+        // Never open what is not a regular file: opening a device may act on it, and a FIFO
+        // would block. Looked at before the open (AT_SYMLINK_NOFOLLOW), and again after it
+        // (fstat), for a name swapped in between; O_NONBLOCK so that even that open returns.
+        var found = stat()
+        if retryingInterrupts({ fstatat(directory, file.name, &found, AT_SYMLINK_NOFOLLOW) }).result == 0 {
+            if (found.st_mode & S_IFMT) == S_IFLNK { throw BeaconLogError.linkedFile(file.path) }
+            if (found.st_mode & S_IFMT) != S_IFREG { throw BeaconLogError.notRegularFile(file.path, mode: found.st_mode) }
+        }
+        let (result, e) = retryingInterrupts { openat(directory, file.name, flags | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0o600) }
         if result < 0 {
             // O_NOFOLLOW: ELOOP when the name is a symbolic link (EEXIST for O_EXCL, which never follows).
             if e == ELOOP || (e == EEXIST && isLink(file)) { throw BeaconLogError.linkedFile(file.path) }
+            // ENXIO: a socket, or a FIFO without a reader, swapped in after the look above.
+            if e == ENXIO || e == ENODEV, let mode = fileMode(file), (mode & S_IFMT) != S_IFREG {
+                throw BeaconLogError.notRegularFile(file.path, mode: mode)
+            }
             throw BeaconLogError.system(e, path: file.path, operation: "open")
         }
         let fd = result
-        if mode != .read {
-            var st = stat()
-            if fstat(fd, &st) == 0 && st.st_nlink > 1 && (st.st_mode & S_IFMT) == S_IFREG {
-                Glibc.close(fd)
-                throw BeaconLogError.linkedFile(file.path, hardLinks: Int(st.st_nlink))
-            }
-            _ = lseek(fd, 0, SEEK_END)
+        // What was opened, before anything is read or written: a regular file with no other name.
+        // A second hard link lets whoever made it have Beacon write into (or read from) a file
+        // elsewhere, as a symbolic link would.
+        var st = stat()
+        if retryingInterrupts({ fstat(fd, &st) }).result != 0 {
+            let e = errno
+            Glibc.close(fd)
+            throw BeaconLogError.system(e, path: file.path, operation: "fstat")
         }
+        if (st.st_mode & S_IFMT) != S_IFREG {
+            Glibc.close(fd)
+            throw BeaconLogError.notRegularFile(file.path, mode: st.st_mode)
+        }
+        if st.st_nlink > 1 {
+            Glibc.close(fd)
+            throw BeaconLogError.linkedFile(file.path, hardLinks: Int(st.st_nlink))
+        }
+        let flagsNow = fcntl(fd, F_GETFL)
+        if flagsNow >= 0 { _ = fcntl(fd, F_SETFL, flagsNow & ~O_NONBLOCK) }
+        if mode != .read { _ = lseek(fd, 0, SEEK_END) }
         return LogFile(handle: FileHandle(fileDescriptor: fd, closeOnDealloc: true), path: file.path)
+    }
+
+    /// The name's `st_mode` (`fstatat(2)` with `AT_SYMLINK_NOFOLLOW`), or nil if it cannot be read.
+    private func fileMode(_ file: LogPath) -> mode_t? {
+        guard let directory = try? file.directory.descriptor() else { return nil }
+        var st = stat()
+        return retryingInterrupts({ fstatat(directory, file.name, &st, AT_SYMLINK_NOFOLLOW) }).result == 0 ? st.st_mode : nil
     }
 
     /// Whether the name is a symbolic link (`fstatat(2)` with `AT_SYMLINK_NOFOLLOW`).
@@ -360,6 +395,7 @@ package struct SystemFileSystem: FileSystem {
             throw BeaconLogError.system(e, path: file.path, operation: "stat")
         }
         if (st.st_mode & S_IFMT) == S_IFLNK { throw BeaconLogError.linkedFile(file.path) }
+        if (st.st_mode & S_IFMT) != S_IFREG { throw BeaconLogError.notRegularFile(file.path, mode: st.st_mode) }
         return UInt64(st.st_size)
     }
 
@@ -458,6 +494,25 @@ extension BeaconLogError {
         return BeaconLogError(
             .linkedFile,
             "\(path) is \(what), not a file of its own; Beacon never writes through a link, since whoever planted it could make Beacon overwrite the file it points to. Remove the link (rm \(shellQuoted(path))), check who could write the log directory, and start again",
+            path: path)
+    }
+
+    /// The error for something other than a regular file (a FIFO, a socket, a device, a
+    /// directory) found in place of a file of the log directory: it is neither opened for
+    /// writing nor read, since a device may act on its open and a FIFO would block.
+    package static func notRegularFile(_ path: String, mode: mode_t) -> BeaconLogError {
+        let what: String
+        switch mode & S_IFMT {
+        case S_IFIFO: what = "a FIFO (named pipe)"
+        case S_IFSOCK: what = "a socket"
+        case S_IFCHR: what = "a character device"
+        case S_IFBLK: what = "a block device"
+        case S_IFDIR: what = "a directory"
+        default: what = "not a regular file"
+        }
+        return BeaconLogError(
+            .notRegularFile,
+            "\(path) is \(what), not a file of the log; Beacon writes its files only as regular files it made, since whoever put this there could make Beacon block or write into something else. Remove it (rm \(shellQuoted(path))\((mode & S_IFMT) == S_IFDIR ? ", or rmdir" : "")), check who could write the log directory, and start again",
             path: path)
     }
 

@@ -32,6 +32,11 @@ extension Uploader {
         var broken = false
         /// The whole batch's payload, when it was built ahead.
         var payload: RequestBuilder.Payload?
+        /// Read longer than an earlier session at the same checkpoint, to prove the collector up.
+        var grown = false
+        /// Every request refused while the batch was too short to prove anything: the pass goes
+        /// on with a longer batch (``Uploader/nextSession()``) instead of ending.
+        var growNow = false
 
         /// The seq the log's checkpoint has while this session is current.
         var checkpointSeq: UInt64 { ackedThrough < 0 ? batch.start.seq : batch.end(after: ackedThrough).seq }
@@ -90,7 +95,7 @@ extension Uploader {
             }
             let (delivered, outcome) = await deliver(&session, deadline: deadline)
             sent += delivered
-            current = outcome == nil ? nil : session
+            current = outcome == nil && !session.growNow ? nil : session
             if let outcome { return Pass(sent: sent, outcome: outcome) }
         }
     }
@@ -126,9 +131,9 @@ extension Uploader {
             if !session.broken && session.checkpointSeq == checkpoint.seq {
                 // A batch too short to prove the collector up (isolated, or holding an event
                 // refused without proof) grows when more is pending.
-                let left = UInt64(session.batch.count - 1 - session.ackedThrough)
-                let wanted = configuration.eventsPerRequest(pending: pendingEvents)
-                guard session.machine.awaitsProof, left < UInt64(wanted), pendingEvents > left else {
+                guard canGrow(session) else {
+                    var session = session
+                    session.growNow = false
                     current = session
                     return session
                 }
@@ -188,7 +193,15 @@ extension Uploader {
             earlierFailures: sendable.count == batch.count ? earlierFailures : 0,
             isolateAfter: configuration.isolateAfterFailures,
             proven: provenBeforeBreak)
-        return Session(batch: batch, sendable: sendable, machine: machine, payload: sendable.count == batch.count ? payload : nil)
+        return Session(batch: batch, sendable: sendable, machine: machine, payload: sendable.count == batch.count ? payload : nil, grown: growing)
+    }
+
+    /// Whether `session` is too short to prove the collector up (isolated, or holding an event
+    /// refused without proof) while more events are pending: the next session reads more.
+    func canGrow(_ session: Session) -> Bool {
+        let left = UInt64(session.batch.count - 1 - session.ackedThrough)
+        let wanted = configuration.eventsPerRequest(pending: pendingEvents)
+        return session.machine.awaitsProof && left < UInt64(wanted) && pendingEvents > left
     }
 
     /// Sets the events older than `maxEventAge` aside (once, even when the batch is read again)
@@ -285,6 +298,13 @@ extension Uploader {
                 let error = Self.error(.transient, message, answer: answer)
                 observePause(answer.status.map { "HTTP \($0)" } ?? answer.detail, error: error)
                 return (sent, .failed(fail(error, retryAfter: answer.retryAfter)))
+
+            case .stop(.refusedEverything) where !session.grown && canGrow(session):
+                // Every request refused, but the batch was too short to tell the client from its
+                // data (one event, resumed alone from delivery.inflight after a restart): the pass
+                // goes on with a longer batch, whose other events can prove the collector up.
+                session.growNow = true
+                return (sent, nil)
 
             case .stop(.pause(let answer)), .stop(.refusedEverything(let answer)):
                 guard let status = answer.status else {
