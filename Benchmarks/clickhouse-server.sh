@@ -11,14 +11,10 @@ fi
 CH_PIDS=()
 CH_DIRS=()
 
+. "$(dirname "${BASH_SOURCE[0]}")/script-support.sh"
+
 ch_cleanup() {
-  local pid
-  for pid in "${CH_PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${CH_PIDS[@]}"; do
-    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  done
+  stop_processes 100 "${CH_PIDS[@]}"
   [ ${#CH_DIRS[@]} -eq 0 ] || rm -rf "${CH_DIRS[@]}"
 }
 

@@ -20,40 +20,13 @@ cd "$(dirname "$0")/.."
 
 config=debug bin="" seconds=180 rate=20000 backlog=1000000 batches="500" limit_kib=$((64 * 1024))
 usage="usage: $0 [--release | --bin DIR] [--seconds S] [--rate N] [--backlog N] [--batches \"500 50\"]"
-while [ $# -gt 0 ]; do
-  case $1 in
-    --release) config=release ;;
-    --bin) bin=$2; shift ;;
-    --seconds) seconds=$2; shift ;;
-    --rate) rate=$2; shift ;;
-    --backlog) backlog=$2; shift ;;
-    --batches) batches=$2; shift ;;
-    -h|--help) echo "$usage"; exit 0 ;;
-    *) echo "$usage" >&2; exit 64 ;;
-  esac
-  shift
-done
-if [ -z "$bin" ]; then
-  bin=$(swift build -c "$config" --show-bin-path)
-  [ -x "$bin/beacon" ] && [ -x "$bin/beacon-bench" ] || swift build -c "$config" --product beacon >&2
-  [ -x "$bin/beacon-bench" ] || swift build -c "$config" --product beacon-bench >&2
-fi
+. Benchmarks/script-support.sh
+parse_flags "$usage" seconds rate backlog batches -- "$@"
+resolve_bin "$config" beacon beacon-bench
 beacon=$bin/beacon
-[ -x "$beacon" ] && [ -x "$bin/beacon-bench" ] || { echo "$0: no beacon and beacon-bench in $bin" >&2; exit 64; }
 [ -x /usr/bin/time ] || { echo "$0: /usr/bin/time is missing (apt-get install time)" >&2; exit 64; }
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/beacon-soak-send.XXXXXX")
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do
-    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-  done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+start_work beacon-soak-send
 
 # RATE... events numbered from $2 (the README's workload event, about 200 bytes).
 events() {

@@ -66,7 +66,7 @@ struct AppendCommand: Command {
             let warned = FirstTime()
             $0.onDropped = { records in
                 guard warned.claim() else { return }
-                Console.writeError("beacon append: the disk quota (--max-disk \(maxDisk) bytes) is full: dropping the oldest pending records, never delivered (\(records) so far; the total is reported at the end); drain more often or raise --max-disk\n")
+                Console.writeError("beacon append: the disk quota (--max-disk \(maxDisk) bytes) is full: dropping the oldest pending records (\(records) so far; the total is reported at the end; `beacon status` takes back out those a sender had read and delivers after all); drain more often or raise --max-disk\n")
             }
         }
         let droppedBefore = log.stats.dropped.values.reduce(0, +)
@@ -90,7 +90,7 @@ struct AppendCommand: Command {
             return 128 + Interruption.signal
         }
         if dropped > 0 {
-            appender.stderr.write("beacon append: the disk quota (--max-disk \(maxDisk) bytes) dropped \(dropped) of the oldest pending records; drain more often or raise --max-disk\n")
+            appender.stderr.write("beacon append: the disk quota (--max-disk \(maxDisk) bytes) dropped \(dropped) of the oldest pending records (`beacon status` takes back out those a sender had read and delivered after all); drain more often or raise --max-disk\n")
         }
         if appender.refused > 0 {
             appender.stderr.write("beacon append: appended \(appender.appended) records; refused \(appender.refused) of \(appender.lineNumber) lines\n")

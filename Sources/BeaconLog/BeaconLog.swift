@@ -92,7 +92,14 @@ public final class BeaconLog: Sendable {
         do {
             var recovered = try Recovery.open(directory: directory, fs: fs, canWrite: canWrite, canAcknowledge: canAcknowledge)
             let counters = PersistedCounters.load(directory: directory, fileSystem: fs)
-            recovered.state.stats.dropped = counters.dropped
+            // The writer keeps the quota's own count; every other instance reports it less what
+            // a reader delivered of it after all. An instance that is both nets it out once.
+            recovered.state.stats.dropped = canWrite && !canAcknowledge ? counters.dropped : counters.reportedDropped
+            if canWrite && canAcknowledge {
+                recovered.state.countersDirty = counters.deliveredAfterDrop > 0
+            } else {
+                recovered.state.deliveredAfterDrop = counters.deliveredAfterDrop
+            }
             recovered.state.stats.refused = counters.refused
             recovered.state.stats.skippedCorrupt = counters.skippedCorrupt
             recovered.state.stats.skippedCorruptByReason = counters.skippedCorruptByReason

@@ -56,6 +56,13 @@ struct State: Sendable {
     /// acknowledgement covering them (they were delivered from the batch in flight) takes them
     /// back out of `dropped`. A read from the checkpoint gives them up.
     var droppedButRead: Range<UInt64>?
+    /// The seqs a `.read` instance read from each segment, not yet acknowledged: an
+    /// acknowledgement that finds one of those segments deleted by another process's quota counts
+    /// its records in `deliveredAfterDrop`.
+    var readRuns: [(segment: UInt64, seqs: Range<UInt64>)] = []
+    /// Records the writer process's quota counted as dropped that this reader delivered after all
+    /// (read before the drop, acknowledged after it). Persisted in `reader.counters`.
+    var deliveredAfterDrop: UInt64 = 0
     var flushScheduled = false
     /// The furthest position at which a corrupt record was counted, so re-reading does not count it twice.
     var corruptCountedThrough: LogPosition?

@@ -15,8 +15,13 @@ struct PersistedCounters: Codable, Equatable, Sendable {
     /// The furthest position at which a corrupt record was counted (`[segment, offset]`), so that
     /// reading it again after a restart does not count it twice.
     var corruptCountedThrough: [UInt64]?
+    /// The reader's: records the writer's quota counted in `dropped[.quotaDeleted]` that were
+    /// delivered after all (read before the drop, acknowledged after it). What is reported as
+    /// dropped is the writer's count minus this one (see `reportedDropped`).
+    var deliveredAfterDrop: UInt64 = 0
 
     enum CodingKeys: String, CodingKey {
+        case deliveredAfterDrop = "quota_deleted_delivered"
         case dropped, refused
         case skippedCorrupt = "skipped_corrupt"
         case skippedCorruptByReason = "skipped_corrupt_by_reason"
@@ -45,6 +50,14 @@ struct PersistedCounters: Codable, Equatable, Sendable {
         skippedCorrupt = try c.decodeIfPresent(UInt64.self, forKey: .skippedCorrupt) ?? 0
         skippedCorruptByReason = try counts(.skippedCorruptByReason, CorruptionReason.init(name:))
         corruptCountedThrough = try c.decodeIfPresent([UInt64].self, forKey: .corruptCountedThrough)
+        deliveredAfterDrop = try c.decodeIfPresent(UInt64.self, forKey: .deliveredAfterDrop) ?? 0
+    }
+
+    /// The drops as reported: the quota's count less what the reader delivered of it after all.
+    var reportedDropped: [DropReason: UInt64] {
+        var reported = dropped
+        if let quota = reported[.quotaDeleted] { reported[.quotaDeleted] = quota - min(quota, deliveredAfterDrop) }
+        return reported
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -54,6 +67,7 @@ struct PersistedCounters: Codable, Equatable, Sendable {
         try c.encode(skippedCorrupt, forKey: .skippedCorrupt)
         try c.encode(Dictionary(uniqueKeysWithValues: skippedCorruptByReason.map { ($0.key.name, $0.value) }), forKey: .skippedCorruptByReason)
         try c.encodeIfPresent(corruptCountedThrough, forKey: .corruptCountedThrough)
+        if deliveredAfterDrop > 0 { try c.encode(deliveredAfterDrop, forKey: .deliveredAfterDrop) }
     }
 
     static func path(_ kind: BeaconLog.LockKind, directory: String) -> String {
@@ -74,6 +88,7 @@ struct PersistedCounters: Codable, Equatable, Sendable {
                 merged.skippedCorrupt = counters.skippedCorrupt
                 merged.skippedCorruptByReason = counters.skippedCorruptByReason
                 merged.corruptCountedThrough = counters.corruptCountedThrough
+                merged.deliveredAfterDrop = counters.deliveredAfterDrop
             }
         }
         return merged
@@ -83,7 +98,7 @@ struct PersistedCounters: Codable, Equatable, Sendable {
     /// counting that goes on from it), so the file is damaged and counts as zeros.
     var isPlausible: Bool {
         let limit: UInt64 = 1 << 62
-        return skippedCorrupt < limit && (Array(dropped.values) + Array(refused.values) + Array(skippedCorruptByReason.values)).allSatisfy { $0 < limit }
+        return skippedCorrupt < limit && deliveredAfterDrop < limit && (Array(dropped.values) + Array(refused.values) + Array(skippedCorruptByReason.values)).allSatisfy { $0 < limit }
     }
 
     /// Replaces the `kind` file with the counters that role owns. Best effort.
@@ -96,6 +111,7 @@ struct PersistedCounters: Codable, Equatable, Sendable {
             owned.skippedCorrupt = skippedCorrupt
             owned.skippedCorruptByReason = skippedCorruptByReason
             owned.corruptCountedThrough = corruptCountedThrough
+            owned.deliveredAfterDrop = deliveredAfterDrop
         }
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
@@ -131,6 +147,7 @@ extension BeaconLog {
             s.countersDirty = false
             var counters = PersistedCounters(dropped: s.stats.dropped, refused: s.stats.refused, skippedCorrupt: s.stats.skippedCorrupt, skippedCorruptByReason: s.stats.skippedCorruptByReason)
             counters.corruptCountedThrough = s.corruptCountedThrough.map { [$0.segment, $0.offset] }
+            counters.deliveredAfterDrop = s.deliveredAfterDrop
             return counters
         }
         guard let counters else { return }

@@ -40,7 +40,8 @@ package struct DirectoryLock: Sendable {
     package static func readPID(_ file: LogFile, fileSystem: any FileSystem) -> Int32? {
         var bytes = [UInt8](repeating: 0, count: 32)
         let n = (try? bytes.withUnsafeMutableBytes { try fileSystem.read(file, into: $0, at: 0) }) ?? 0
-        let text = String(decoding: bytes.prefix(n), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        // The pid's line; `reader.lock` also holds the quota's drop mark further on (see DropExclusion).
+        let text = String(decoding: bytes.prefix(n).prefix { $0 != 0 }, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         return Int32(text)
     }
 

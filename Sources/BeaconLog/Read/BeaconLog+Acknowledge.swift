@@ -52,7 +52,14 @@ extension BeaconLog {
                 }
             }
             guard behind else { return }
-            try writeCheckpoint(normalized(position), io: &cio)
+            if canWrite {
+                try writeCheckpoint(normalized(position), io: &cio)
+            } else {
+                try excludingDrops { mark in
+                    countDeliveredAfterDrop(from: current.seq, through: position.seq, dropMark: mark)
+                    try writeCheckpoint(normalized(position), io: &cio)
+                }
+            }
             guard canWrite else {
                 try readerIO.withLock { io in try deleteAcknowledgedSegments(io: &io) }
                 return
@@ -63,6 +70,34 @@ extension BeaconLog {
             // for. Still under the checkpoint writer's lock, after the checkpoint is durable.
             guard !acknowledgedSegments().isEmpty else { return }
             try remove(segments: readerIO.withLock { io in forgetAcknowledgedSegments(io: &io) })
+        }
+    }
+
+    /// Runs `body` (writing the checkpoint) excluding the writer process's quota drops (see
+    /// ``DropExclusion``), on the `reader.lock` this `.read` instance holds.
+    /// `body` gets the drop mark (see ``DropExclusion``): every segment below it was deleted by a quota.
+    func excludingDrops<T>(_ body: (UInt64) throws -> T) throws -> T {
+        guard let file = locks.withLock({ $0.first { $0.file.path.hasSuffix("/" + LockKind.reader.rawValue + ".lock") }?.file }) else { return try body(0) }
+        return try DropExclusion.withLock(file) { try body(DropExclusion.mark(in: file, fs: fs)) }
+    }
+
+    /// Counts the records from `from` to `upTo` (seqs) that this `.read` instance read from a
+    /// segment another process's quota deleted after they were read (one below `dropMark`) and
+    /// counted as dropped: every record of it at or after the checkpoint, which is `from` (under
+    /// ``DropExclusion`` the drop read this reader's last checkpoint). They are being
+    /// acknowledged, so they were delivered: `deliveredAfterDrop` takes them back out of what is
+    /// reported as dropped. (This reader deletes only segments wholly before its checkpoint, whose
+    /// records are not among them.)
+    func countDeliveredAfterDrop(from: UInt64, through upTo: UInt64, dropMark: UInt64) {
+        state.withLock { s in
+            var delivered: UInt64 = 0
+            for run in s.readRuns where run.segment < dropMark && run.seqs.upperBound > from && run.seqs.lowerBound < upTo {
+                delivered += min(run.seqs.upperBound, upTo) - max(run.seqs.lowerBound, from)
+            }
+            s.readRuns.removeAll { $0.seqs.upperBound <= upTo }
+            guard delivered > 0 else { return }
+            s.deliveredAfterDrop += delivered
+            countersChanged(&s)
         }
     }
 

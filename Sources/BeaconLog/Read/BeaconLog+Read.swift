@@ -9,6 +9,19 @@ extension BeaconLog {
     /// after a failed fsync) is passed over silently. Records are read from the file system as soon
     /// as they are written, before they are durable; ``acknowledge(through:)`` makes them durable
     /// first.
+    ///
+    /// Beside a writer in another process, what a reader may trust, in every durability mode:
+    /// - Bytes of a sealed segment (one with a newer segment after it) and of any segment while no
+    ///   writer holds `writer.lock` are final: a damaged line there (zeros, a partial frame, a bad
+    ///   CRC) is read once more, then passed over and counted.
+    /// - In the newest segment while a writer holds the lock (the live region), nothing is: a
+    ///   `pread` copies page by page while the writer's `write(2)` does too, so a read may find a
+    ///   later page written and an earlier one still zeros (segments are preallocated, so the
+    ///   size says nothing), or a frame's start and then zeros. A damaged line there ends the
+    ///   batch; the next read reads it again. A line whose CRC matches is whole: the CRC covers
+    ///   the event, and the framing around it is checked byte by byte.
+    /// - Under `.none` an aligned write may end the file inside a frame: reading stops at the
+    ///   last whole line, as at any incomplete line.
     public func read(from position: LogPosition? = nil, maxRecords: Int = 50, maxBytes: Int = 1 << 20) throws -> LogBatch {
         precondition(maxRecords > 0, "maxRecords must be positive")
         let start = try state.withLock { s -> LogPosition in
@@ -177,7 +190,27 @@ extension BeaconLog {
                     }
                 }
             }
+            // Which segment each record came from, for a `.read` instance: one another process's
+            // quota deletes before the acknowledgement was counted as dropped there.
+            var runs: [(segment: UInt64, seqs: Range<UInt64>)] = []
+            if !canWrite && canAcknowledge {
+                for (k, seq) in seqs.enumerated() {
+                    if let last = runs.last, last.segment == ends[k].segment {
+                        runs[runs.count - 1].seqs = last.seqs.lowerBound..<max(last.seqs.upperBound, seq + 1)
+                    } else {
+                        runs.append((ends[k].segment, seq..<(seq + 1)))
+                    }
+                }
+            }
             state.withLock { s in
+                for run in runs {
+                    if let i = s.readRuns.firstIndex(where: { $0.segment == run.segment }) {
+                        let known = s.readRuns[i].seqs
+                        s.readRuns[i].seqs = min(known.lowerBound, run.seqs.lowerBound)..<max(known.upperBound, run.seqs.upperBound)
+                    } else {
+                        s.readRuns.append(run)
+                    }
+                }
                 if !seqs.isEmpty { s.readThrough = max(s.readThrough, pos.seq) }
                 if !canWrite, s.readEnd.map({ pos.seq >= $0.seq && !(pos < $0) }) ?? true { s.readEnd = pos }
             }
