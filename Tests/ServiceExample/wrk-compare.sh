@@ -32,20 +32,9 @@ BEACON="$(swift build --package-path "$ROOT" --show-bin-path)/beacon"
 EXAMPLE="$(swift build -c release --package-path "$HERE" --show-bin-path)/ServiceExample"
 TICKS="$(getconf CLK_TCK)"
 
-WORK="$(mktemp -d)"
-COLLECTOR_PID=""; SERVICE_PID=""
-cleanup() {
-  [ -n "$SERVICE_PID" ] && kill -9 "$SERVICE_PID" 2>/dev/null
-  [ -n "$COLLECTOR_PID" ] && kill "$COLLECTOR_PID" 2>/dev/null && wait "$COLLECTOR_PID" 2>/dev/null
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+. "$HERE/support.sh"
 
-"$BEACON" collect --port 0 --out /dev/null 2>"$WORK/collector.log" &
-COLLECTOR_PID=$!
-for _ in $(seq 100); do grep -q "listening on" "$WORK/collector.log" 2>/dev/null && break; sleep 0.1; done
-COLLECTOR_URL="$(grep -o 'http://127.0.0.1:[0-9]*[^ ]*' "$WORK/collector.log" | head -1)"
-[ -n "$COLLECTOR_URL" ] || { echo "FAILED: the collector did not start: $(cat "$WORK/collector.log")"; exit 1; }
+start_collector /dev/null
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
@@ -61,18 +50,18 @@ run() {
   else
     PORT="$port" BEACON_DIRECTORY="$dir" BEACON_URL="$COLLECTOR_URL" "$EXAMPLE" >"$WORK/service.log" 2>&1 &
   fi
-  SERVICE_PID=$!
+  EXAMPLE_PID=$!
   for _ in $(seq 200); do curl -sf "http://127.0.0.1:$port/ok" >/dev/null && break; sleep 0.05; done
   sleep 1
-  local rss_start; rss_start="$(rss_kib "$SERVICE_PID")"
+  local rss_start; rss_start="$(rss_kib "$EXAMPLE_PID")"
   wrk -t1 -c"$connections" -d2s "http://127.0.0.1:$port/track?id=1" >/dev/null 2>&1   # warm-up
   local cpu0 sw0 cpu1 sw1 out requests
-  cpu0="$(cpu_ticks "$SERVICE_PID")"; sw0="$(switches "$SERVICE_PID")"
+  cpu0="$(cpu_ticks "$EXAMPLE_PID")"; sw0="$(switches "$EXAMPLE_PID")"
   out="$(wrk -t1 -c"$connections" -d"${SECONDS_PER_RUN}s" "http://127.0.0.1:$port/track?id=1")"
-  cpu1="$(cpu_ticks "$SERVICE_PID")"; sw1="$(switches "$SERVICE_PID")"
-  local rss_end; rss_end="$(rss_kib "$SERVICE_PID")"
+  cpu1="$(cpu_ticks "$EXAMPLE_PID")"; sw1="$(switches "$EXAMPLE_PID")"
+  local rss_end; rss_end="$(rss_kib "$EXAMPLE_PID")"
   requests="$(echo "$out" | awk '/requests in/ {print $1}')"
-  kill -TERM "$SERVICE_PID"; wait "$SERVICE_PID" 2>/dev/null; SERVICE_PID=""
+  kill -TERM "$EXAMPLE_PID"; wait "$EXAMPLE_PID" 2>/dev/null; EXAMPLE_PID=""
   awk -v c0="$cpu0" -v c1="$cpu1" -v s0="$sw0" -v s1="$sw1" -v n="$requests" -v t="$TICKS" -v d="$SECONDS_PER_RUN" \
       -v r0="$rss_start" -v r1="$rss_end" \
       'BEGIN { printf "%.1f %.0f %.2f %.1f %.1f\n", (c1 - c0) / t / n * 1e6, n / d, (s1 - s0) / n, r0 / 1024, r1 / 1024 }'
