@@ -13,6 +13,12 @@ enum ChaosAccounting {
         var line: String
     }
 
+    /// What `beacon append` said it dropped, and whether it called them never delivered.
+    struct ToolCount {
+        var dropped = 0
+        var saysNeverDelivered = false
+    }
+
     struct Result {
         var source: ChaosSource
         var produced = 0
@@ -35,7 +41,7 @@ enum ChaosAccounting {
 
     static func account(_ source: ChaosSource, events: ChaosEvents, produced ranges: [Range<UInt64>], maybe: [Range<UInt64>],
                         arrivals: ChaosCollector.Arrivals, status: [String: Any], rejected: [SetAside],
-                        outages: [ClosedRange<Int64>] = [], interruptions: Int, maxBatch: Int) -> Result {
+                        outages: [ClosedRange<Int64>] = [], toolDropped: ToolCount? = nil, interruptions: Int, maxBatch: Int) -> Result {
         var result = Result(source: source)
         func problem(_ text: String) { result.problems.append("\(source): \(text)") }
         func list(_ ids: some Collection<UInt64>) -> String {
@@ -101,6 +107,9 @@ enum ChaosAccounting {
             problem("\(missing.count - result.dropped) events lost without being counted: \(missing.count) produced events were neither delivered nor set aside, and the log counts \(result.dropped) as dropped \(droppedByReason); missing ids \(list(missing))")
         } else if missing.count < result.dropped {
             problem("the log counts \(result.dropped) events as dropped \(droppedByReason), but only \(missing.count) produced events were neither delivered nor set aside: \(result.dropped - missing.count) counted as dropped were delivered")
+        }
+        if let toolDropped, toolDropped.saysNeverDelivered ? toolDropped.dropped != missing.count : toolDropped.dropped < missing.count {
+            problem("beacon append said it dropped \(toolDropped.dropped) records\(toolDropped.saysNeverDelivered ? " (\"never delivered\")" : ""), but \(missing.count) produced events were neither delivered nor set aside")
         }
         if let counted = droppedByReason["rejected"], counted != setAside.count {
             problem("the log counts \(counted) events as rejected, rejected.jsonl holds \(setAside.count)")

@@ -97,8 +97,8 @@ final class ChaosCollector: Sendable {
         state.withLock { $0.mode = mode }
     }
 
-    /// A line in `collector.log`.
-    private func note(_ text: String) {
+    /// A line in `collector.log` (the harness notes its own actions there too, on the same clock).
+    func note(_ text: String) {
         state.withLock { s in
             guard let log = s.log else { return }
             fputs("\(String(format: "%.3f", Date().timeIntervalSince(started))) \(text)\n", log)

@@ -189,7 +189,11 @@ final class ChaosRun: @unchecked Sendable {
 
     // MARK: The run
 
-    func count(_ key: String) { counts[key, default: 0] += 1 }
+    /// Counts an action for the summary and notes it in `collector.log`.
+    func count(_ key: String) {
+        counts[key, default: 0] += 1
+        collector.note(key)
+    }
 
     func run() throws -> ChaosReport {
         for dir in [sidecarDir, trackerDir] { try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true) }
@@ -349,7 +353,7 @@ final class ChaosRun: @unchecked Sendable {
             .sidecar, events: events,
             produced: [0..<produced], maybe: [],
             arrivals: collector.arrivals(.sidecar), status: sidecarStatus,
-            rejected: try readRejected(sidecarDir), outages: collector.downWindows,
+            rejected: try readRejected(sidecarDir), outages: collector.downWindows, toolDropped: appendSaidDropped(),
             interruptions: (counts["kills"] ?? 0) + (counts["terms"] ?? 0) + (counts["stops"] ?? 0) + (counts["collector_restarts"] ?? 0) + (counts["outages"] ?? 0),
             maxBatch: sender.maxBatch))
         let incarnations = tracker.incarnations.withLock { $0 }
@@ -377,6 +381,21 @@ final class ChaosRun: @unchecked Sendable {
         }
         if status != 0 { problem("\(what) ended with \(ChaosChild.describe(status)) after SIGTERM (expected exit 0; see \(logDir)/\(log).log)") }
         return true
+    }
+
+    /// The records `beacon append` said the quota dropped, over all its runs (the sum of the
+    /// "dropped N of the oldest pending records" ending each run, in `append.log`), and whether
+    /// it called them "never delivered" (then the count must be exact; otherwise it is the
+    /// quota's own count, of which `beacon status` takes back those delivered after all).
+    func appendSaidDropped() -> ChaosAccounting.ToolCount {
+        let text = (try? String(contentsOfFile: logDir + "/append.log", encoding: .utf8)) ?? ""
+        var count = ChaosAccounting.ToolCount()
+        for line in text.split(separator: "\n") {
+            guard let range = line.range(of: ") dropped ") else { continue }
+            count.dropped += Int(line[range.upperBound...].prefix { $0.isNumber }) ?? 0
+            if line.contains("never delivered") { count.saysNeverDelivered = true }
+        }
+        return count
     }
 
     /// `beacon status DIR --json`, parsed.

@@ -21,12 +21,12 @@ enum ChaosSelfTest {
         }
         func account(delivered: [UInt64], dropped: Int = 0, rejected: [ChaosAccounting.SetAside] = [rejectedPoison],
                      corrupt: Int = 0, mismatches: Int = 0, interruptions: Int = 1, maxBatch: Int = 10,
-                     duplicateRequests: Int = 0, outages: [ClosedRange<Int64>] = []) -> [String] {
+                     duplicateRequests: Int = 0, outages: [ClosedRange<Int64>] = [], toolDropped: ChaosAccounting.ToolCount? = nil) -> [String] {
             var collected = arrivals(delivered, mismatches: mismatches)
             collected.requestsWithDuplicates = duplicateRequests
             let status: [String: Any] = ["dropped": ["quotaDeleted": dropped], "corrupt_skipped": corrupt, "pending_records": 0]
             return ChaosAccounting.account(.sidecar, events: events, produced: [0..<count], maybe: [], arrivals: collected, status: status,
-                                           rejected: rejected, outages: outages, interruptions: interruptions, maxBatch: maxBatch).problems
+                                           rejected: rejected, outages: outages, toolDropped: toolDropped, interruptions: interruptions, maxBatch: maxBatch).problems
         }
         let good = all.filter { $0 != poison }
         var failures: [String] = []
@@ -40,6 +40,10 @@ enum ChaosSelfTest {
         expect("clean", account(delivered: good), nil)
         expect("clean with a quota drop", account(delivered: Array(good.dropFirst(20)), dropped: 20), nil)
         expect("clean with a re-sent batch", account(delivered: good + good.suffix(10), duplicateRequests: 1), nil)
+        expect("clean, the tool's count right", account(delivered: Array(good.dropFirst(20)), dropped: 20, toolDropped: .init(dropped: 20, saysNeverDelivered: true)), nil)
+        expect("clean, the tool's count an upper bound", account(delivered: Array(good.dropFirst(20)), dropped: 20, toolDropped: .init(dropped: 25)), nil)
+        expect("the tool's count wrong", account(delivered: Array(good.dropFirst(20)), dropped: 20, toolDropped: .init(dropped: 25, saysNeverDelivered: true)), "beacon append said")
+        expect("the tool's count short", account(delivered: Array(good.dropFirst(20)), dropped: 20, toolDropped: .init(dropped: 19)), "beacon append said")
         expect("lost", account(delivered: Array(good.dropLast())), "lost without being counted")
         expect("over-counted", account(delivered: good, dropped: 3), "counted as dropped were delivered")
         expect("out of order", account(delivered: [good[1], good[0]] + good.dropFirst(2)), "out of log order")
@@ -54,7 +58,7 @@ enum ChaosSelfTest {
         expect("passed over", account(delivered: good, corrupt: 1), "passed over")
         expect("duplicates beyond the bound", account(delivered: good + good.suffix(30), duplicateRequests: 1), "beyond the bound")
         if failures.isEmpty {
-            print("beacon-chaos self-test: the accounting passes the clean outcomes and catches each of 13 broken ones")
+            print("beacon-chaos self-test: the accounting passes the clean outcomes and catches each of 15 broken ones")
             exit(0)
         }
         for failure in failures { print("beacon-chaos self-test FAILED: \(failure)") }

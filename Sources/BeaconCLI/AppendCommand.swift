@@ -18,9 +18,12 @@ struct AppendCommand: Command {
                          power loss loses at most the last 10 ms of input (default)
           --sync none    no fsync until the end and on segment rolls (fastest; a power loss may
                          lose what the OS had not written back)
-          --max-bytes N  the largest record accepted, in bytes (default 1MiB; suffixes KiB, MiB)
-          --max-disk N   the most disk the segments may use (default 256MiB); beyond it the
-                         oldest segment is dropped, counted and reported (status: dropped)
+          --max-bytes N  the largest record accepted, in bytes (default 1MiB, at most 4MiB)
+          --max-disk N   the most disk the segments may use (default 256MiB, at least 16MiB:
+                         two 8 MiB segments); beyond it the oldest segment is dropped, counted
+                         and reported (status: dropped)
+                         Sizes are bytes or take a suffix: KiB, MiB, GiB are powers of 1024;
+                         KB, MB, GB (and k, m, g) are powers of 1000
           SIGINT or SIGTERM stop reading: the complete lines read so far are appended and made
           durable, then the command exits with 128 + the signal number (130 for Ctrl-C).
           A failed write or fsync (a full disk, an I/O error) is retried with backoff for up to
@@ -48,8 +51,8 @@ struct AppendCommand: Command {
     static func run(_ arguments: [String]) throws -> Int32 {
         let args = try ParsedArguments(arguments, options: ["--sync", "--max-bytes", "--max-disk"], positionals: 1...1)
         let sync = try args.choice("--sync", ["each", "batch", "none"], default: "batch")
-        let maxBytes = try args.integer("--max-bytes", default: 1 << 20, in: 1...(4 << 20))
-        let maxDisk = try args.integer("--max-disk", default: 256 << 20, in: (16 << 20)...Int.max)
+        let maxBytes = try args.size("--max-bytes", default: 1 << 20, in: 1...(4 << 20))
+        let maxDisk = try args.size("--max-disk", default: 256 << 20, in: (16 << 20)...Int.max)
         let durability: BeaconLog.Durability = switch sync {
         case "each": .everyRecord
         case "none": .none

@@ -93,6 +93,29 @@ struct ParsedArguments: Sendable {
         return number
     }
 
+    /// The option's value as a size in bytes in `range`, or `defaultValue` when it is absent.
+    /// Accepts the suffixes KiB, MiB, GiB (powers of 1024) and KB, MB, GB (powers of 1000, as
+    /// `k`, `m`, `g`); a value out of range names the bounds in bytes and in MiB.
+    func size(_ name: String, default defaultValue: Int, in range: ClosedRange<Int>) throws -> Int {
+        guard let text = value(name) else { return defaultValue }
+        guard let number = Self.parseInteger(text), range.contains(number) else {
+            let upper = range.upperBound == Int.max ? "" : " and at most \(Self.describeSize(range.upperBound))"
+            throw CLIError(.usage, "\(name) must be a size of at least \(Self.describeSize(range.lowerBound))\(upper), not '\(text)' (\(Self.sizeSuffixes))")
+        }
+        return number
+    }
+
+    /// What `size(_:default:in:)` accepts, for messages and `--help`.
+    static let sizeSuffixes = "bytes, or with a suffix: KiB, MiB, GiB are powers of 1024, KB, MB, GB powers of 1000"
+
+    /// `16MiB (16777216 bytes)`; bytes alone when the size is not a whole number of KiB.
+    static func describeSize(_ bytes: Int) -> String {
+        for (suffix, factor) in [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] where bytes >= factor && bytes % factor == 0 {
+            return "\(bytes / factor)\(suffix) (\(bytes) bytes)"
+        }
+        return "\(bytes) bytes"
+    }
+
     /// The option's value, which must be one of `choices`, or `defaultValue` when it is absent.
     func choice(_ name: String, _ choices: [String], default defaultValue: String) throws -> String {
         guard let text = value(name) else { return defaultValue }
@@ -102,11 +125,12 @@ struct ParsedArguments: Sendable {
         return text
     }
 
-    /// Parses `12`, `1_000`, `200k`, `2m`, `64KiB`, `1GiB`; nil if it is not such a number.
+    /// Parses `12`, `1_000`, `200k`, `2m`, `64KiB`, `1GiB`, `8MB` (KB, MB, GB are decimal, as
+    /// k, m, g); nil if it is not such a number.
     static func parseInteger(_ text: String) -> Int? {
         var digits = String(text.filter { $0 != "_" })
         var multiplier = 1
-        for (suffix, factor) in [("KiB", 1 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30), ("k", 1000), ("m", 1_000_000), ("g", 1_000_000_000)]
+        for (suffix, factor) in [("KiB", 1 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30), ("KB", 1000), ("MB", 1_000_000), ("GB", 1_000_000_000), ("k", 1000), ("m", 1_000_000), ("g", 1_000_000_000)]
         where digits.hasSuffix(suffix) {
             digits.removeLast(suffix.count)
             multiplier = factor

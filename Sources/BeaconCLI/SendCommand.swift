@@ -14,7 +14,7 @@ struct SendCommand: Command {
         beacon send DIR --url URL [--batch N] [--catch-up-batch N] [--format array|envelope|ndjson]
                         [--gzip] [--header 'K: V']... [--follow] [--retries N]
                         [--transport auto|urlsession|socket]
-                        [--cacert FILE|DIR] [--cert FILE --key FILE]
+                        [--cacert FILE|DIR] [--cert FILE --key FILE] [--metrics HOST:PORT]
           Uploads DIR's pending events to URL in order with Beacon's uploader, holding DIR's
           reader lock (a service may keep appending), and acknowledges each batch when the
           collector answers 2xx. Answers are handled as the library does: 5xx, 408, 429 and
@@ -47,6 +47,13 @@ struct SendCommand: Command {
           --cert FILE, --key FILE
                           https: the client certificate (PEM) and its unencrypted key, for a
                           collector that asks for one (mutual TLS)
+          --metrics HOST:PORT
+                          serve GET /metrics there while sending (e.g. 127.0.0.1:9464): Prometheus'
+                          text format, or OpenMetrics when the scraper asks for it; pending
+                          records and bytes, the oldest pending event's age, events, requests and
+                          bytes sent, answers by class, retries, set aside, dropped, corrupt
+                          records passed over, the last success, request durations, the window
+                          in flight (names beacon_..., see the README's "Metrics")
           Exit: 0 drained (or stopped by a signal with --follow), 64 usage, 74 events could not
           be delivered (collector down or refusing the configuration: 401, 403, 404, a
           certificate that fails verification...; they stay pending; the message quotes the
@@ -54,7 +61,7 @@ struct SendCommand: Command {
         """
 
     static func run(_ arguments: [String]) throws -> Int32 {
-        let args = try ParsedArguments(arguments, options: ["--url", "--batch", "--catch-up-batch", "--format", "--header", "--retries", "--transport", "--cacert", "--cert", "--key"], flags: ["--gzip", "--follow"], positionals: 1...1)
+        let args = try ParsedArguments(arguments, options: ["--metrics", "--url", "--batch", "--catch-up-batch", "--format", "--header", "--retries", "--transport", "--cacert", "--cert", "--key"], flags: ["--gzip", "--follow"], positionals: 1...1)
         guard let urlText = args.value("--url") else { throw CLIError(.usage, "--url is required") }
         guard let url = URL(string: urlText), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host != nil else {
             throw CLIError(.usage, "--url must be an http or https URL, not '\(RedactedURL(text: urlText))'")
@@ -70,6 +77,9 @@ struct SendCommand: Command {
         default:
             transport = tls == nil ? Uploader.defaultTransport(for: url) : try socketTransport(tls)
         }
+        // Its connection (a TLS goodbye, SSL_free) is closed on this thread before run returns,
+        // not by a deinitializer on whichever thread lets go of it last, maybe during exit.
+        defer { (transport as? SocketTransport)?.close() }
         var config = DeliveryConfiguration(url: url)
         config.batchSize = try args.integer("--batch", default: 50, in: 1...100_000)
         if args.value("--catch-up-batch") != nil {
@@ -99,6 +109,9 @@ struct SendCommand: Command {
         let uploader = try Uploader(log: log, configuration: config, transport: transport, diagnostics: { diagnostic in
             if diagnostic.deliveryError?.code != .storage { Console.writeError("beacon send: \(diagnostic.message)\n") }
         })
+        let metricsServer = try args.value("--metrics").map { try MetricsEndpoint.start($0, uploader: uploader) }
+        defer { metricsServer?.stop() }
+        if let metricsServer { Console.writeError("beacon send: metrics at http://\(metricsServer.address)/metrics\n") }
         // --follow wakes when the writer appends (inotify), not on a timer.
         let watcher = follow ? LogWatcher(directory: directory) : nil
         if let reason = watcher?.unavailable { Console.writeError("beacon send: \(reason); looking for new events every 0.5 s instead\n") }
@@ -163,28 +176,63 @@ struct SendCommand: Command {
     /// Runs `body` on the concurrency pool and waits for it on this thread (in `poll`, with no
     /// periodic wakeup). On SIGINT or SIGTERM meanwhile, `onSignal` runs once beside it (to make
     /// `body` return early) and the wait goes on until `body` returns.
+    ///
+    /// Returns only after the tasks let go of `body` and `onSignal` and of what they captured: the
+    /// last reference to the uploader is then this thread's, and what its deinitializers do (a TLS
+    /// goodbye, `SSL_free`) happens here, before `exit`, never on a worker thread racing
+    /// `OPENSSL_cleanup` in `exit` (issue 26: SIGSEGV at exit after a TLS send).
     static func waitFor<T: Sendable>(_ body: @escaping @Sendable () async -> T, onSignal: (@Sendable () async -> Void)? = nil) -> T {
         let done = SocketWaker()
         let box = Mutex<T?>(nil)
+        let work = ClosureSlot(body)
         Task {
-            let value = await body()
+            var taken = work.take()
+            let value = await taken!()
+            taken = nil  // released before the wake: see above
             box.withLock { $0 = value }
             done.wake()
         }
         var signalled = false
+        let signalHandled = DispatchSemaphore(value: 0)
         while box.withLock({ $0 == nil }) {
             let watchSignal = onSignal != nil && !signalled
             let ready = Readiness.waitReadable(watchSignal ? [done.fd, Interruption.fd] : [done.fd], timeout: done.fd < 0 ? .milliseconds(100) : nil)
             if watchSignal, ready.contains(1) || Interruption.signal != 0, let onSignal {
                 signalled = true
-                Task { await onSignal() }
+                let handler = ClosureSlot(onSignal)
+                Task {
+                    var taken = handler.take()
+                    await taken!()
+                    taken = nil
+                    signalHandled.signal()
+                }
             }
         }
+        // Blocking here is fine: this is the process's main thread, not one of the pool's.
+        if signalled { signalHandled.wait() }
         return box.withLock { $0! }
     }
 
     /// Waits up to `duration`, returning early on SIGINT/SIGTERM.
     static func pauseUnlessInterrupted(_ duration: Duration) {
         _ = Readiness.waitReadable([Interruption.fd], timeout: duration)
+    }
+}
+
+/// A closure handed to a task that takes it out, so that the task can let go of it (and of what
+/// it captured) at a point of its choosing instead of when the task's own closure is destroyed.
+final class ClosureSlot<Function: Sendable>: Sendable {
+    private let slot: Mutex<Function?>
+
+    init(_ function: Function) {
+        slot = Mutex(function)
+    }
+
+    /// The closure; nil after the first call.
+    func take() -> Function? {
+        slot.withLock { value in
+            defer { value = nil }
+            return value
+        }
     }
 }

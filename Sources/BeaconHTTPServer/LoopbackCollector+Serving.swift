@@ -6,14 +6,7 @@ import Glibc
 // them as scripted and records them.
 extension LoopbackCollector {
     func acceptLoop() {
-        while true {
-            let fd = accept(listener, nil, nil)
-            if fd < 0 {
-                if errno == EINTR { continue }
-                if state.withLock({ $0.stopped }) { break }
-                if errno == EMFILE || errno == ENFILE { usleep(10_000); continue }
-                break
-            }
+        while let fd = ListeningSocket.accept(listener, stopped: { state.withLock { $0.stopped } }) {
             var one: Int32 = 1
             setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
             let accepted = state.withLock { s -> Bool in

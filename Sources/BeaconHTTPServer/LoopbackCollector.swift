@@ -96,13 +96,8 @@ public final class LoopbackCollector: Sendable {
             close(fd)
             throw error
         }
-        var actual = sockaddr_in()
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &actual) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
         self.listener = fd
-        self.port = UInt16(bigEndian: actual.sin_port)
+        self.port = ListeningSocket.port(of: fd)
         state.withLock { $0.onRequest = onRequest }
         let thread = Thread { [self] in acceptLoop() }
         thread.name = "beacon.collector.accept"

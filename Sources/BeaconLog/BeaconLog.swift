@@ -21,7 +21,8 @@ import Synchronization
 public final class BeaconLog: Sendable {
     let config: Configuration
     let fs: any FileSystem
-    let directory: String
+    /// The log directory, opened once: every file of the log is reached through its descriptor.
+    package let directory: LogDirectory
     /// This instance holds the writer lock and appends.
     let canWrite: Bool
     /// This instance holds the reader lock and may acknowledge.
@@ -45,6 +46,10 @@ public final class BeaconLog: Sendable {
     /// ``BeaconLogError/Code/locked`` naming the holder's pid if another instance holds one.
     /// Opening reads only the checkpoint and the newest segment, so it costs the same with a
     /// gigabyte pending as with nothing.
+    ///
+    /// The directory is opened once (`O_DIRECTORY | O_NOFOLLOW`) and every file of the log is
+    /// reached through that descriptor, never through a link: a symbolic link in place of the
+    /// directory or of one of its files throws ``BeaconLogError/Code/linkedFile`` naming it.
     public init(configuration: Configuration) throws {
         let fs = configuration.fileSystem
         var directory = configuration.directory
@@ -68,30 +73,33 @@ public final class BeaconLog: Sendable {
         }
         self.config = configuration
         self.fs = fs
-        self.directory = directory
+        let logDirectory = LogDirectory(directory)
+        self.directory = logDirectory
         let access = configuration.access
         self.canWrite = access == .readWrite || access == .write
         self.canAcknowledge = access == .readWrite || access == .read
 
-        if access == .readOnly {
-            guard try fs.fileSize(directory) != nil else {
-                throw BeaconLogError(.invalidArgument, "there is no log directory here; check the path", path: directory)
-            }
-        } else {
+        if access != .readOnly {
             try fs.makeDirectories(directory)
+        }
+        do {
+            // The directory is opened here, once (O_DIRECTORY | O_NOFOLLOW).
+            _ = try fs.status(logDirectory)
+        } catch let error as BeaconLogError where error.errno == ENOENT && access == .readOnly {
+            throw BeaconLogError(.invalidArgument, "there is no log directory here; check the path", path: directory)
         }
         var held: [DirectoryLock] = []
         do {
-            if canWrite { held.append(try DirectoryLock.acquire(.writer, directory: directory, fileSystem: fs)) }
-            if canAcknowledge { held.append(try DirectoryLock.acquire(.reader, directory: directory, fileSystem: fs)) }
+            if canWrite { held.append(try DirectoryLock.acquire(.writer, directory: logDirectory, fileSystem: fs)) }
+            if canAcknowledge { held.append(try DirectoryLock.acquire(.reader, directory: logDirectory, fileSystem: fs)) }
         } catch {
             for lock in held { lock.release(fileSystem: fs) }
             throw BeaconLog.openingAdvice(error)
         }
         self.locks = Mutex(held)
         do {
-            var recovered = try Recovery.open(directory: directory, fs: fs, canWrite: canWrite, canAcknowledge: canAcknowledge)
-            let counters = PersistedCounters.load(directory: directory, fileSystem: fs)
+            var recovered = try Recovery.open(directory: logDirectory, fs: fs, canWrite: canWrite, canAcknowledge: canAcknowledge)
+            let counters = PersistedCounters.load(directory: logDirectory, fileSystem: fs)
             // The writer keeps the quota's own count; every other instance reports it less what
             // a reader delivered of it after all. An instance that is both nets it out once.
             recovered.state.stats.dropped = canWrite && !canAcknowledge ? counters.dropped : counters.reportedDropped
@@ -254,7 +262,7 @@ public final class BeaconLog: Sendable {
     func stillOpen(after error: any Error) -> BeaconLogError? {
         let (failed, waiting) = state.withLock { s in (s.failure != nil, s.nextSeq - min(s.nextSeq, s.durable.seq)) }
         if failed { return nil }
-        var open = error as? BeaconLogError ?? BeaconLogError(.io, "\(error)", path: directory)
+        var open = error as? BeaconLogError ?? BeaconLogError(.io, "\(error)", path: directory.path)
         let cause = open.failure ?? open.message
         open.failure = cause
         open.keptSeqs = nil
@@ -262,13 +270,13 @@ public final class BeaconLog: Sendable {
         return open
     }
 
-    func path(ofSegment number: UInt64) -> String {
-        directory + "/" + SegmentName.fileName(number)
+    func path(ofSegment number: UInt64) -> LogPath {
+        directory.file(SegmentName.fileName(number))
     }
 
     /// Throws if the log is closed or failed.
     func checkUsable(_ s: State) throws {
-        if s.closed { throw BeaconLogError(.closed, "the log is closed; open it again to use it", path: directory) }
+        if s.closed { throw BeaconLogError(.closed, "the log is closed; open it again to use it", path: directory.path) }
         if let failure = s.failure { throw failure }
     }
 }

@@ -16,7 +16,7 @@ public struct BeaconLogError: Error, Sendable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Kind: String, Sendable {
             case locked, diskFull, quotaExceeded, recordTooLarge, invalidRecord, permissionDenied
-            case io, failed, closed, invalidArgument, corrupt
+            case io, failed, closed, invalidArgument, corrupt, linkedFile, unsafeDirectory
         }
 
         private let kind: Kind
@@ -50,6 +50,14 @@ public struct BeaconLogError: Error, Sendable, CustomStringConvertible {
         public static let invalidArgument = Code(.invalidArgument)
         /// A file of the log could not be understood.
         public static let corrupt = Code(.corrupt)
+        /// A symbolic link (or a second hard link) was found in place of a file of the log
+        /// directory, or the directory's own path is a symbolic link. Beacon never writes through
+        /// a link: remove it, and check who can write the directory.
+        public static let linkedFile = Code(.linkedFile)
+        /// The log directory can be written by users other than this process's (its mode or
+        /// owner), who could replace its files; the message names the command that fixes it
+        /// (`chmod 700 DIR`). See ``BeaconLog/Configuration/sharing``.
+        public static let unsafeDirectory = Code(.unsafeDirectory)
     }
 
     /// A system call that failed: which, with which `errno`, on which path.

@@ -29,10 +29,17 @@ static inline long beacon_SSL_set_tlsext_host_name(SSL *ssl, const char *name) {
 static inline long beacon_SSL_MODE_flags(void) {
     return SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER;
 }
-/// An end of the connection without close_notify reads as an end (HTTP frames its own answers);
-/// no TLS compression; no renegotiation.
+/// No TLS compression; no renegotiation. Not SSL_OP_IGNORE_UNEXPECTED_EOF: it would make an end
+/// of the connection without close_notify read like close_notify, and an answer whose body runs
+/// until the close must not end at a close an attacker can forge (RFC 9112 §9.8). Without it
+/// OpenSSL reports SSL_R_UNEXPECTED_EOF_WHILE_READING (the BIO answers BIO_CTRL_EOF).
 static inline uint64_t beacon_SSL_OP_flags(void) {
-    return SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION;
+    return SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION;
+}
+/// The host name check: no partial wildcards, and never the subject's CN (a certificate names
+/// its host in subjectAltName, RFC 6125 §6.4.4; Go and browsers refuse a CN alone).
+static inline unsigned int beacon_host_check_flags(void) {
+    return X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS | X509_CHECK_FLAG_NEVER_CHECK_SUBJECT;
 }
 
 // MARK: - A socket BIO that never raises SIGPIPE
@@ -50,6 +57,8 @@ static inline int beacon_bio_read(BIO *bio, char *data, int length) {
     BIO_clear_retry_flags(bio);
     ssize_t n = recv(fd, data, (size_t)length, 0);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) BIO_set_retry_read(bio);
+    // The peer closed: BIO_eof says so, and OpenSSL tells an end without close_notify from one with.
+    if (n == 0 && length > 0) BIO_set_flags(bio, BIO_FLAGS_IN_EOF);
     return (int)n;
 }
 
@@ -58,10 +67,11 @@ static inline int beacon_bio_puts(BIO *bio, const char *text) {
 }
 
 static inline long beacon_bio_ctrl(BIO *bio, int command, long number, void *pointer) {
-    (void)bio; (void)number; (void)pointer;
+    (void)number; (void)pointer;
     switch (command) {
     case BIO_CTRL_FLUSH: return 1;
     case BIO_CTRL_DUP: return 1;
+    case BIO_CTRL_EOF: return BIO_test_flags(bio, BIO_FLAGS_IN_EOF) != 0;
     default: return 0;
     }
 }

@@ -1,4 +1,5 @@
 import BeaconLog
+import BeaconTestSupport
 import Testing
 @testable import BeaconCLI
 
@@ -45,6 +46,26 @@ import Testing
         }
         let args = try ParsedArguments(["--sync", "sometimes"], options: ["--sync"])
         #expect(throws: CLIError.self) { try args.choice("--sync", ["each", "none"], default: "each") }
+    }
+
+    @Test(arguments: [("8MB", 8_000_000), ("8KB", 8000), ("1GB", 1_000_000_000), ("8MiB", 8 << 20), ("16MiB", 16 << 20)] as [(String, Int)])
+    func sizeSuffixes(_ text: String, _ value: Int) {
+        #expect(ParsedArguments.parseInteger(text) == value)
+    }
+
+    /// Issue 26 (7): `--max-disk 8MiB` was refused with "must be an integer from 16777216…", and
+    /// `--help` named neither the suffixes nor the minimum.
+    @Test func maxDiskBelowTheMinimumNamesTheMinimumAndTheSuffixes() throws {
+        let result = try withTemporaryDirectory { dir in try BeaconToolRunner.run(["append", dir + "/log", "--max-disk", "8MiB"]) }
+        #expect(result.status == 64)
+        #expect(result.stderr.contains("--max-disk must be a size of at least 16MiB (16777216 bytes), not '8MiB'"), "\(result.stderr)")
+        #expect(result.stderr.contains("KiB, MiB, GiB are powers of 1024, KB, MB, GB powers of 1000"), "\(result.stderr)")
+        let help = try BeaconToolRunner.run(["help", "append"])
+        #expect(help.stdoutText.contains("at least 16MiB"), "\(help.stdoutText)")
+        #expect(help.stdoutText.contains("KiB, MiB, GiB are powers of 1024"), "\(help.stdoutText)")
+        #expect(help.stdoutText.contains("KB, MB, GB (and k, m, g) are powers of 1000"), "\(help.stdoutText)")
+        let args = try ParsedArguments(["--max-disk", "16MiB"], options: ["--max-disk"])
+        #expect(try args.size("--max-disk", default: 0, in: (16 << 20)...Int.max) == 16 << 20)
     }
 
     @Test func keyValueArguments() throws {

@@ -70,8 +70,10 @@ struct SendRedactionTests {
         expectNoSecret(result, "usage")
     }
 
-    @Test("events the collector refuses are set aside, and send says how many, next to the redacted URL")
-    func setAsideIsReported() throws {
+    /// Issue 26 (4): a collector that answers 400 to everything (nginx asking for a client
+    /// certificate, http:// to an https port) had every event set aside and send exit 0.
+    @Test("a collector refusing every request with 400: nothing set aside, send exits 74 saying the collector refuses this client, next to the redacted URL")
+    func refusedEverythingIsReported() throws {
         try withTemporaryDirectory { dir in
             let out = dir + ".collected"
             defer { try? FileManager.default.removeItem(atPath: out) }
@@ -79,9 +81,12 @@ struct SendRedactionTests {
             let (collector, url) = try startCollector(out: out, status: 400)
             let result = try BeaconToolRunner.run(["send", dir, "--url", withSecrets(url)])
             _ = collector.signal(SIGTERM)
-            #expect(result.status == 0, "\(result.stderr)")
-            #expect(result.stderr.contains("nothing pending; 3 set aside (rejected 3) in \(dir)/rejected.jsonl"), "\(result.stderr)")
-            expectNoSecret(result, "set aside")
+            #expect(result.status == 74, "\(result.stderr)")
+            #expect(result.stderr.contains("answered 400 to every request, down to single events, and accepted none"), "\(result.stderr)")
+            #expect(result.stderr.contains("3 stay pending"), "\(result.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: dir + "/rejected.jsonl"))
+            #expect(try statusJSON(dir)["pending_records"] as? Int == 3)
+            expectNoSecret(result, "refused everything")
         }
     }
 }

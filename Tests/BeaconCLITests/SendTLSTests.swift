@@ -27,6 +27,30 @@ struct SendTLSTests {
         }
     }
 
+    /// Issue 26 (4): nginx with `ssl_verify_client on` answers every request "400 No required SSL
+    /// certificate was sent" (and "400 The plain HTTP request was sent to HTTPS port" to http://);
+    /// send bisected to single events, set all 20 aside and exited 0.
+    @Test("nginx requiring a client certificate answers 400 to everything: nothing set aside, send exits 74 and names the answer; with --cert/--key all 20 are delivered")
+    func clientCertificateRequired() throws {
+        let server = try TLSTestServer()
+        defer { server.stop() }
+        try withTemporaryDirectory { dir in
+            #expect(try BeaconToolRunner.run(["append", dir], stdin: stdinData(events(20))).status == 0)
+            let url = server.url(.clientCertificateRequired)
+            let plain = "http://localhost:\(url.port!)/events"
+            for (target, said) in [(url.absoluteString, "No required SSL certificate was sent"), (plain, "The plain HTTP request was sent to HTTPS port")] {
+                let refused = try BeaconToolRunner.run(["send", dir, "--url", target, "--cacert", server.pki.caFile, "--retries", "1"])
+                #expect(refused.status == 74, "\(target): \(refused.stderr)")
+                #expect(refused.stderr.contains("answered 400") && refused.stderr.contains(said) && refused.stderr.contains("20 stay pending"), "\(target): \(refused.stderr)")
+                #expect(!refused.stderr.contains("set aside ("), "\(refused.stderr)")
+                #expect(!FileManager.default.fileExists(atPath: dir + "/rejected.jsonl"), "\(target): nothing set aside")
+                #expect(try statusJSON(dir)["pending_records"] as? Int == 20)
+            }
+            let delivered = try BeaconToolRunner.run(["send", dir, "--url", url.absoluteString, "--cacert", server.pki.caFile, "--cert", server.pki.certificate("client"), "--key", server.pki.key("client")])
+            #expect(delivered.status == 0 && delivered.stderr.contains("sent 20 events"), "\(delivered.stderr)")
+        }
+    }
+
     @Test("a collector asking for a client certificate: refused without --cert/--key, delivered with them; --cacert takes a directory too")
     func clientCertificate() throws {
         let server = try TLSTestServer()

@@ -95,7 +95,7 @@ import FaultInjection
             }
         }
 
-        func open(_ path: String, _ mode: OpenMode) throws -> LogFile { try base.open(path, mode) }
+        func open(_ path: LogPath, _ mode: OpenMode) throws -> LogFile { try base.open(path, mode) }
         func write(_ file: LogFile, _ bytes: UnsafeRawBufferPointer) throws { try base.write(file, bytes) }
         func write(_ file: LogFile, _ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws { try base.write(file, bytes, at: offset) }
 
@@ -127,17 +127,19 @@ import FaultInjection
             if file.path.hasSuffix("/writer.lock") { return done }
             return try base.tryLock(file)
         }
-        func rename(_ from: String, to: String) throws { try base.rename(from, to: to) }
-        func remove(_ path: String) throws { try base.remove(path) }
+        func rename(_ from: LogPath, to: LogPath) throws { try base.rename(from, to: to) }
+        func remove(_ path: LogPath) throws { try base.remove(path) }
+        func syncDirectory(_ directory: LogDirectory) throws {}
         func syncDirectory(_ path: String) throws {}
-        func list(_ directory: String) throws -> [String] {
+        func list(_ directory: LogDirectory) throws -> [String] {
             advance(1)
             return try base.list(directory)
         }
-        func fileSize(_ path: String) throws -> UInt64? {
+        func fileSize(_ path: LogPath) throws -> UInt64? {
             advance(1)
             return try base.fileSize(path)
         }
+        func status(_ directory: LogDirectory) throws -> DirectoryStatus { try base.status(directory) }
         func makeDirectory(_ path: String) throws -> Bool { try base.makeDirectory(path) }
     }
 

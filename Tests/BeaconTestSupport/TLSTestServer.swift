@@ -94,6 +94,9 @@ public final class TLSTestServer: @unchecked Sendable {
         case tls10
         /// Asks for a client certificate signed by the test CA; answers 403 without one.
         case clientCertificate
+        /// Requires a client certificate (`ssl_verify_client on`): without one nginx answers every
+        /// request "400 No required SSL certificate was sent" (issue 26).
+        case clientCertificateRequired
         /// Plain HTTP, no TLS.
         case plain
     }
@@ -196,6 +199,14 @@ public final class TLSTestServer: @unchecked Sendable {
                         if ($ssl_client_verify != SUCCESS) { return 403 "client certificate: $ssl_client_verify\\n"; }
                         return 200 "ok\\n";
                     }
+                }
+                server {
+                    listen 127.0.0.1:\(ports[.clientCertificateRequired]!) ssl;
+                    ssl_certificate \(pki.certificate("good"));
+                    ssl_certificate_key \(pki.key("good"));
+                    ssl_client_certificate \(pki.caFile);
+                    ssl_verify_client on;
+                    location / { return 200 "ok\\n"; }
                 }
                 server {
                     listen 127.0.0.1:\(ports[.plain]!);

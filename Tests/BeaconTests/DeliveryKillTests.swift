@@ -125,7 +125,7 @@ struct DeliveryKillTests {
         for round in 0..<rounds {
             let start = round * perRound
             let child = try DeliverChild(directory: dir.path, url: collector.url, start: start, count: perRound)
-            #expect(await eventually(10) { child.output.contains("ready") }, "round \(round) started")
+            #expect(await eventually(30) { child.output.contains("ready") }, "round \(round) started")
             try await Task.sleep(for: .milliseconds(Int.random(in: 20...250, using: &generator)))
             child.kill()
             #expect(await child.finish(), "round \(round): the output's end")
@@ -240,7 +240,7 @@ struct DeliveryKillTests {
         let collector = try LoopbackCollector()
         defer { collector.stop() }
         let child = try DeliverChild(directory: dir.path, url: collector.url, start: 0, count: 100_000)
-        #expect(await eventually(10) { (child.lastDurable ?? 0) >= 50 })
+        #expect(await eventually(30) { (child.lastDurable ?? 0) >= 50 })
         child.kill(SIGTERM)
         #expect(await child.finish(), "the output's end")
         #expect(child.process.terminationReason == .exit && child.process.terminationStatus == 3, "the child's own code chose the status: \(child.process.terminationReason) \(child.process.terminationStatus)")

@@ -39,6 +39,19 @@ struct DeliveryRedactionTests {
         #expect(text == "could not load http://***@127.0.0.1:1/?password=***: refused")
     }
 
+    /// Issue 26 (7): `?src=chaos` turned "chaos says 503" into "*** says 503" in `rejected.jsonl`.
+    @Test("a query value is masked where it appears as a value, not where the collector uses the same word; credentials everywhere")
+    func queryValuesOnlyAsValues() throws {
+        var configuration = DeliveryConfiguration(url: URL(string: "http://alice:s3cret@127.0.0.1:1/e?src=chaos&token=t0k3nvalue")!)
+        configuration.headers["Authorization"] = "Bearer abcdefgh"
+        let scrubber = CredentialScrubber(configuration: configuration)
+        #expect(scrubber.scrub("chaos says 503") == "chaos says 503")
+        #expect(scrubber.scrub("chaos says 503 for /e?src=chaos&token=t0k3nvalue") == "chaos says 503 for /e?src=***&token=***")
+        #expect(scrubber.scrub(#"{"src":"chaos","token": "t0k3nvalue"}"#) == #"{"src":"***","token": "***"}"#)
+        #expect(scrubber.scrub("user alice, password s3cret, token abcdefgh") == "user ***, password ***, token ***")
+        #expect(scrubber.excerpt(Array("chaos says 503; src=chaos".utf8), limit: 100) == "chaos says 503; src=***")
+    }
+
     static let secretURL = "http://alice:s3cret@127.0.0.1:PORT/events?user=default&password=s3cret"
 
     /// Every string the tracker shows about delivery: diagnostics, the flush result, its error,

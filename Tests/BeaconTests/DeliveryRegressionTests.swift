@@ -49,8 +49,8 @@ import BeaconTesting
             done.withLock { $0 = true }
             return result
         }
-        let returned = await eventually(8) { done.withLock { $0 } }
-        #expect(returned, "shutdown(deadline: 200 ms) did not return within 8 s")
+        let returned = await eventually(30) { done.withLock { $0 } }
+        #expect(returned, "shutdown(deadline: 200 ms) did not return within 30 s")
         guard returned else {
             pendingFlush.cancel()  // do not wait on a flush that may never end
             return

@@ -74,7 +74,7 @@ struct DeliveryStateMachineTests {
 
     // MARK: 400 / 422 / 413
 
-    @Test("400 at every position of batches of 1…8: the one event set aside, the rest delivered in order, in one pass", arguments: 1...8)
+    @Test("400 at every position of batches of 2…8: the one event set aside once another request proved the collector up, the rest delivered in order, in one pass", arguments: 2...8)
     func rejectEveryPosition(count: Int) {
         for p in 0..<count {
             var machine = Machine(count: count, isolateAfter: 3)
@@ -91,10 +91,53 @@ struct DeliveryStateMachineTests {
         for a in 0..<count {
             for b in (a + 1)..<count {
                 var machine = Machine(count: count, isolateAfter: 3)
-                let run = Self.drive(&machine) { range, _ in range.contains(a) || range.contains(b) ? (.reject, .init(status: 422)) : (.acknowledge, .init(status: 200)) }
+                let run = Self.drive(&machine, passes: 3) { range, _ in range.contains(a) || range.contains(b) ? (.reject, .init(status: 422)) : (.acknowledge, .init(status: 200)) }
+                if count == 2 {
+                    // Every event refused: nothing proves the collector accepts this client's data.
+                    #expect(run.stops == Array(repeating: .refusedEverything(.init(status: 422)), count: 3) && run.setAside.isEmpty && run.commits.isEmpty)
+                    continue
+                }
                 #expect(run.finished && run.stops.isEmpty)
                 #expect(run.delivered == Array(0..<count).filter { $0 != a && $0 != b })
                 #expect(run.setAside.map(\.index) == [a, b])
+            }
+        }
+    }
+
+    /// Issue 26 (4): nginx with `ssl_verify_client on` answers every request "400 No required SSL
+    /// certificate was sent"; the bisection set all 20 events aside and checkpointed past them.
+    @Test("a 400 to every request, down to single events, in batches of 1…20: nothing set aside, nothing committed, the pass pauses (refusedEverything) within its failure budget, pass after pass", arguments: 1...20)
+    func refusedEverything(count: Int) {
+        let refusal = Machine.Answer(status: 400, detail: "400 No required SSL certificate was sent")
+        for verdict in [AnswerAction.reject] {
+            var machine = Machine(count: count, isolateAfter: 3)
+            let run = Self.drive(&machine, passes: 6) { _, _ in (verdict, refusal) }
+            #expect(!run.finished && run.setAside.isEmpty && run.commits.isEmpty && run.delivered.isEmpty, "n \(count): \(run.setAside)")
+            #expect(run.stops == Array(repeating: .refusedEverything(refusal), count: 6), "n \(count): \(run.stops)")
+            let budget = 2 * Self.ceilLog2(count) + 2
+            #expect(run.sendsPerPass.dropLast().allSatisfy { $0 <= budget + 1 && $0 >= 1 }, "n \(count): \(run.sendsPerPass), budget \(budget)")
+            // The collector takes the certificate: everything is delivered, in order, nothing set aside.
+            let up = Self.drive(&machine) { _, _ in (.acknowledge, .init(status: 200)) }
+            #expect(up.finished && up.setAside.isEmpty && up.delivered.sorted() == Array(0..<count) && up.delivered == up.delivered.sorted())
+        }
+    }
+
+    @Test("400 for one event while the first request of the pass is refused too: set aside only after a 2xx, at every position of 2…8; a batch of one refused event pauses")
+    func refusalNeedsProofInThePass() {
+        var single = Machine(count: 1, isolateAfter: 3)
+        let alone = Self.drive(&single, passes: 2) { _, _ in (.reject, .init(status: 400, detail: "bad row")) }
+        #expect(alone.stops == Array(repeating: .refusedEverything(.init(status: 400, detail: "bad row")), count: 2) && alone.setAside.isEmpty)
+        #expect(single.awaitsProof, "the uploader reads a longer batch when more events are pending")
+        for count in 2...8 {
+            for p in 0..<count {
+                var machine = Machine(count: count, isolateAfter: 3)
+                var sawProof = false
+                let run = Self.drive(&machine) { range, _ in
+                    if range.contains(p) { return (.reject, .init(status: 400)) }
+                    sawProof = true
+                    return (.acknowledge, .init(status: 200))
+                }
+                #expect(sawProof && run.finished && run.setAside.map(\.index) == [p], "n \(count) p \(p)")
             }
         }
     }
@@ -176,6 +219,59 @@ struct DeliveryStateMachineTests {
             let up = Self.drive(&machine) { _, _ in (.acknowledge, .init(status: 200)) }
             #expect(up.finished && up.setAside.isEmpty && up.stops.isEmpty)
             #expect(up.delivered == Array(0..<count))
+        }
+    }
+
+    /// Issue 26 (3): failed passes recorded in `delivery.inflight` (connection refused) carried
+    /// over to single-event attempts: "failed 3 times alone while other events were delivered"
+    /// though the collector saw the event alone once.
+    @Test("failures without an answer, failures of passes that never proved the collector up and failures recorded by an earlier run never set an event aside: for batches of 2…8, every position, K 2…4 and 0…6 outage passes, an event answered 503 once when the collector is back is delivered", arguments: 2...8)
+    func staleFailuresNeverSetAside(count: Int) {
+        let refused = Machine.Answer(status: nil, detail: "connect failed: Connection refused")
+        let unavailable = Machine.Answer(status: 503, detail: "chaos says 503")
+        // K ≥ 2: with K = 1 one 503 for the event alone, once the collector is proven up, is
+        // enough to set it aside, as configured.
+        for k in 2...4 {
+            for outage in 0...6 {
+                for earlier in [0, k, k + 3] {
+                    for p in 0..<count {
+                        var machine = Machine(count: count, earlierSends: earlier, earlierFailures: earlier, isolateAfter: k)
+                        // The outage: no answer, or 503 to everything (a proxy in front of a dead collector).
+                        let down = Self.drive(&machine, passes: outage) { _, pass in (.retry, pass % 2 == 0 ? refused : unavailable) }
+                        #expect(down.setAside.isEmpty && down.delivered.isEmpty)
+                        // Back: event p gets one 503 (the first request holding it), then 200 like the rest.
+                        var failedOnce = false
+                        let up = Self.drive(&machine) { range, _ in
+                            if range.contains(p) && !failedOnce {
+                                failedOnce = true
+                                return (.retry, unavailable)
+                            }
+                            return (.acknowledge, .init(status: 200))
+                        }
+                        #expect(up.setAside.isEmpty, "n \(count) K \(k) outage \(outage) earlier \(earlier) p \(p): \(up.setAside)")
+                        #expect(up.finished && up.delivered.sorted() == Array(0..<count), "n \(count) K \(k) outage \(outage) earlier \(earlier) p \(p)")
+                    }
+                }
+            }
+        }
+    }
+
+    @Test("a proof does not outlive the collector: after a 2xx, a port that refuses connections sets nothing aside, however long, at every position of 2…8 and K 2…4", arguments: 2...8)
+    func refusedConnectionsEndTheProof(count: Int) {
+        let refused = Machine.Answer(status: nil, detail: "connect failed: Connection refused")
+        for k in 2...4 {  // K = 1: the one 500 alone under proof sets it aside, as configured
+            for p in 0..<count {
+                var machine = Machine(count: count, isolateAfter: k)
+                // K passes of 500 for the batch holding p (isolation begins), a 2xx for a request
+                // without p, one 500 for p alone; then the port is closed for 20 passes.
+                var up = true
+                let run = Self.drive(&machine, passes: k + 20) { range, _ in
+                    guard up else { return (.retry, refused) }
+                    if range == p..<(p + 1) { up = false; return (.retry, Self.poison) }
+                    return range.contains(p) ? (.retry, Self.poison) : (.acknowledge, .init(status: 200))
+                }
+                #expect(run.setAside.isEmpty, "n \(count) K \(k) p \(p): \(run.setAside)")
+            }
         }
     }
 

@@ -72,7 +72,7 @@ final class DiagnosticsSink: Sendable {
 
 /// Polls `condition` every 5 ms, suspending between tries, until it holds or `seconds` pass on
 /// the monotonic clock; returns whether it held.
-func eventually(_ seconds: Double = 5, _ condition: () async -> Bool) async -> Bool {
+func eventually(_ seconds: Double = 30, _ condition: () async -> Bool) async -> Bool {
     let deadline = ContinuousClock.now.advanced(by: .milliseconds(Int64(seconds * 1000)))
     while ContinuousClock.now < deadline {
         if await condition() { return true }

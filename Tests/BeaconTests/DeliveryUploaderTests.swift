@@ -355,7 +355,7 @@ struct DeliveryUploaderTests {
         let elapsed = began.duration(to: clock.now)
         guard case .deadlineReached = report.outcome else { Issue.record("expected deadlineReached, got \(report)"); return }
         #expect(report.remaining == 5)
-        #expect(elapsed < .seconds(10), "\(elapsed): far below the request timeout (60 s), allowing for a loaded machine")
+        #expect(elapsed < .seconds(40), "\(elapsed): below the request timeout (60 s), allowing for a loaded 2-core machine, which stalled these 13 s")
         #expect(log.checkpoint.seq == 0)
         let after = await uploader.flush()
         guard case .failed = after.outcome else { Issue.record("a flush after shutdown fails, got \(after)"); return }

@@ -117,7 +117,9 @@ struct DropReasonWalkTests {
         },
         .rejected: {
             let transport = InMemoryTransport()
-            transport.defaultReply = .status(400)
+            // One event refused while the others are accepted (a collector refusing everything
+            // is a configuration problem: nothing is set aside).
+            transport.setHandler { String(decoding: $0.body, as: UTF8.self).contains(#""i":1"#) ? .status(400, body: "bad row") : nil }
             let (beacon, diagnostics, dir) = try tracker { c in delivering(&c, transport) }
             for i in 0..<3 { beacon.track("Walk", properties: ["i": .int(i)]) }
             let report = await beacon.flush()

@@ -44,7 +44,7 @@ struct HTTPTransportTests {
             }
         }
         // URLSession lets go of a finished task on its own queue: give it a moment, not 30 s.
-        let released = await eventually(5) { transport.live.current == (0, 0) }
+        let released = await eventually(30) { transport.live.current == (0, 0) }
         #expect(released, "still in memory after every request ended (\(ending)): \(transport.live.current)")
     }
 
@@ -64,7 +64,7 @@ struct HTTPTransportTests {
         }
         let elapsed = began.duration(to: clock.now)
         #expect(elapsed >= .milliseconds(300), "\(elapsed): the deadline fired early")
-        #expect(await eventually(5) { transport.live.current == (0, 0) })
+        #expect(await eventually(30) { transport.live.current == (0, 0) })
     }
 
     @Test("the deadline timer runs every action at its deadline, earliest first, and forgets removed ones")
@@ -81,7 +81,7 @@ struct HTTPTransportTests {
         }
         timer.remove(entries[2]!)
         #expect(timer.pendingCount == 4)
-        let done = await eventually(5) { fired.withLock { $0.count } == 4 }
+        let done = await eventually(30) { fired.withLock { $0.count } == 4 }
         #expect(done)
         #expect(fired.withLock { $0 } == [0, 1, 3, 4])
         #expect(timer.pendingCount == 0)

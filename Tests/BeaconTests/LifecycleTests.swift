@@ -74,7 +74,9 @@ struct LifecycleTests {
             try await group.waitForAll()
         }
         let elapsed = began.duration(to: clock.now)
-        #expect(elapsed < grace + .seconds(10), "\(elapsed): the grace (1 s) bounds the retries, allowing for a loaded machine")
+        // Without the grace the retries go on while the collector is down (for ever): 10 s of slack
+        // was missed (11.1 s) on a 2-core machine at load 20.
+        #expect(elapsed < grace + .seconds(40), "\(elapsed): the grace (1 s) bounds the retries, allowing for a loaded machine")
         #expect(try Self.onDisk(dir) == 25, "nothing lost: every event waits on disk for the next run")
         let report = await beacon.shutdown()
         #expect(report.sent == 0 && report.remaining == 25)

@@ -1,4 +1,5 @@
 import BeaconTestSupport
+import COpenSSL  // with SocketTransportTLSEdgeTests importing it, the socket declarations it includes are seen through it
 import Foundation
 import Glibc
 import Synchronization
@@ -112,6 +113,7 @@ struct SocketTransportTLSTests {
                 case .wait: usleep(1000)
                 case .failed(let code): throw TLSTestError("errno \(code)")
                 case .tls(let failure): throw TLSTestError(failure.message)
+                case .truncated: throw TLSTestError("closed without close_notify")
                 }
             }
             throw TLSTestError("timed out")

@@ -40,7 +40,7 @@ struct SocketTransportTests {
         #expect(received.count == 200)
         #expect(received.map { String(decoding: $0.rawBody, as: UTF8.self) } == (0..<200).map { "[{\"i\":\($0)}]" })
         #expect(received.allSatisfy { $0.method == "POST" && $0.path == "/events" && $0.header("x-beacon-idempotency-key") == "k1" })
-        #expect(await eventually(5) { transport.live.current.exchanges == 0 })
+        #expect(await eventually(30) { transport.live.current.exchanges == 0 })
     }
 
     @Test("keep-alive: one connection accepted for many requests; the request is sent as given")
@@ -158,12 +158,12 @@ struct SocketTransportTests {
         let error = await failure { try await transport.send(request(server.url, timeout: .milliseconds(700))) }
         #expect(began.duration(to: clock.now) >= .milliseconds(700))
         #expect(error?.kind == .timeout)
-        #expect(await eventually(5) { closedAt.withLock { $0 } != nil })
+        #expect(await eventually(30) { closedAt.withLock { $0 } != nil })
         let elapsed = closedAt.withLock { $0 }.map { began.duration(to: $0) }
         #expect(elapsed.map { $0 >= .milliseconds(700) && $0 < .milliseconds(1200) } == true, "\(String(describing: elapsed))")
         #expect(error?.message.contains("http://127.0.0.1:\(server.port)/events?user=***&password=***") == true, "\(String(describing: error))")
         #expect(error?.message.contains("s3cret") == false)
-        #expect(await eventually(5) { transport.live.current.exchanges == 0 })
+        #expect(await eventually(30) { transport.live.current.exchanges == 0 })
     }
 
     @Test("connection refused is a network error naming the redacted URL")
@@ -227,7 +227,7 @@ struct SocketTransportTests {
         defer { server.stop() }
         let transport = SocketTransport()
         #expect(try await transport.send(request(server.url)).status == 200)
-        if way == .closedWhileIdle { #expect(await eventually(5) { firstClosed.withLock { $0 } }) }
+        if way == .closedWhileIdle { #expect(await eventually(30) { firstClosed.withLock { $0 } }) }
         let response = try await transport.send(request(server.url))
         #expect(response.status == 200)
         #expect(server.accepted == 2)
@@ -348,7 +348,7 @@ struct SocketTransportTests {
         await collector.waitForRequests(count: 1)
         // The next request waits its turn behind the one about to be cancelled.
         let next = Task { try await transport.send(request(collector.url)) }
-        #expect(await eventually(5) { transport.live.current.exchanges == 2 })
+        #expect(await eventually(30) { transport.live.current.exchanges == 2 })
         let cancelledAt = clock.now
         task.cancel()
         let outcome = await task.result
@@ -363,7 +363,7 @@ struct SocketTransportTests {
         let waited = answeredAt.withLock { $0 }.map { cancelledAt.duration(to: $0) }
         #expect(waited.map { $0 < .seconds(5) } == true, "\(String(describing: waited))")
         #expect(transport.connectionsOpened == 2)
-        #expect(await eventually(5) { transport.live.current.exchanges == 0 })
+        #expect(await eventually(30) { transport.live.current.exchanges == 0 })
     }
 
     @Test("a task cancelled before it sends gets .cancelled and nothing is sent")

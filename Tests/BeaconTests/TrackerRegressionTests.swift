@@ -45,9 +45,9 @@ import BeaconLog
                 returned.store(true, ordering: .relaxed)
             }
             // Close only once run() is waiting.
-            #expect(await eventually(5) { beacon.life.withLock { $0.state.machine.state == .running } }, "run() never started waiting")
+            #expect(await eventually(30) { beacon.life.withLock { $0.state.machine.state == .running } }, "run() never started waiting")
             await beacon.close()
-            let didReturn = await eventually(5) { returned.load(ordering: .relaxed) }
+            let didReturn = await eventually(30) { returned.load(ordering: .relaxed) }
             #expect(didReturn, "run() still waiting after close()")
             running.cancel()
             _ = try? await running.value

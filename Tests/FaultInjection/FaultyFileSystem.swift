@@ -12,7 +12,7 @@ import BeaconLog
 /// what a short `write(2)` followed by a failing one looks like to the caller.
 package final class FaultyFileSystem: FileSystem, Sendable {
     package enum Operation: String, Sendable, CaseIterable {
-        case open, write, pwrite, read, sync, syncData, truncate, preallocate, writeback, size, close, lock, rename, remove, syncDirectory, list, fileSize, makeDirectory
+        case open, write, pwrite, read, sync, syncData, truncate, preallocate, writeback, size, close, lock, rename, remove, syncDirectory, list, fileSize, makeDirectory, status
     }
 
     package struct Fault: Sendable {
@@ -169,10 +169,11 @@ package final class FaultyFileSystem: FileSystem, Sendable {
 
     // MARK: FileSystem
 
-    package func open(_ path: String, _ mode: OpenMode) throws -> LogFile {
+    package func open(_ file: LogPath, _ mode: OpenMode) throws -> LogFile {
+        let path = file.path
         if let f = check(.open, path) { throw fail(f.errno, path, "open") }
-        let creates = isRecording && mode != .read && mode != .readWrite && (try? base.fileSize(path)) == .some(nil)
-        let file = try base.open(path, mode)
+        let creates = isRecording && mode != .read && mode != .readWrite && (try? base.fileSize(file)) == .some(nil)
+        let file = try base.open(file, mode)
         if creates { record(.create(path)) }
         return file
     }
@@ -263,17 +264,25 @@ package final class FaultyFileSystem: FileSystem, Sendable {
         return try base.tryLock(file)
     }
 
-    package func rename(_ from: String, to: String) throws {
-        if let f = check(.rename, from) { throw fail(f.errno, from, "rename") }
+    package func rename(_ from: LogPath, to: LogPath) throws {
+        if let f = check(.rename, from.path) { throw fail(f.errno, from.path, "rename") }
         try base.rename(from, to: to)
-        record(.rename(from, to))
+        record(.rename(from.path, to.path))
     }
 
-    package func remove(_ path: String) throws {
+    package func remove(_ file: LogPath) throws {
+        let path = file.path
         if let f = check(.remove, path) { throw fail(f.errno, path, "unlink") }
-        let exists = isRecording && (try? base.fileSize(path)) != .some(nil)
-        try base.remove(path)
+        let exists = isRecording && (try? base.fileSize(file)) != .some(nil)
+        try base.remove(file)
         if exists { record(.remove(path)) }
+    }
+
+    package func syncDirectory(_ directory: LogDirectory) throws {
+        let path = directory.path
+        if let f = check(.syncDirectory, path) { throw fail(f.errno, path, "fsync") }
+        if !skipSyncs { try base.syncDirectory(directory) }
+        record(.syncDirectory(path))
     }
 
     package func syncDirectory(_ path: String) throws {
@@ -282,14 +291,19 @@ package final class FaultyFileSystem: FileSystem, Sendable {
         record(.syncDirectory(path))
     }
 
-    package func list(_ directory: String) throws -> [String] {
-        if let f = check(.list, directory) { throw fail(f.errno, directory, "opendir") }
+    package func list(_ directory: LogDirectory) throws -> [String] {
+        if let f = check(.list, directory.path) { throw fail(f.errno, directory.path, "opendir") }
         return try base.list(directory)
     }
 
-    package func fileSize(_ path: String) throws -> UInt64? {
-        if let f = check(.fileSize, path) { throw fail(f.errno, path, "stat") }
-        return try base.fileSize(path)
+    package func fileSize(_ file: LogPath) throws -> UInt64? {
+        if let f = check(.fileSize, file.path) { throw fail(f.errno, file.path, "stat") }
+        return try base.fileSize(file)
+    }
+
+    package func status(_ directory: LogDirectory) throws -> DirectoryStatus {
+        if let f = check(.status, directory.path) { throw fail(f.errno, directory.path, "fstat") }
+        return try base.status(directory)
     }
 
     package func makeDirectory(_ path: String) throws -> Bool {

@@ -66,6 +66,17 @@ worker() {
 WORKER_PIDS=()
 for w in $(seq 1 "$WORKERS"); do worker "$w" & WORKER_PIDS+=($!); done
 sleep "$LOAD_SECONDS"
+# The example's own /metrics route under load: Prometheus' text format, checked by promtool when
+# it is installed (Debian's prometheus package; .ci/run installs it), OpenMetrics when asked.
+curl -s --max-time 10 -D "$WORK/metrics.head" "http://127.0.0.1:$PORT/metrics" > "$WORK/metrics.txt"
+check "GET /metrics answers beacon_pending_records in Prometheus' text format" $(grep -q '^beacon_pending_records ' "$WORK/metrics.txt" && grep -qi '^content-type: text/plain; version=0.0.4' "$WORK/metrics.head"; echo $?)
+curl -s --max-time 10 -H 'Accept: application/openmetrics-text;version=1.0.0' "http://127.0.0.1:$PORT/metrics" > "$WORK/metrics.om"
+check "GET /metrics answers OpenMetrics when asked (ends with # EOF)" $([ "$(tail -1 "$WORK/metrics.om")" = "# EOF" ]; echo $?)
+if command -v promtool >/dev/null; then
+  check "promtool check metrics passes on the example's /metrics" $(promtool check metrics < "$WORK/metrics.txt" >"$WORK/promtool.log" 2>&1; echo $?) "$(head -3 "$WORK/promtool.log")"
+else
+  echo "  SKIPPED: promtool is not installed (apt-get install prometheus): /metrics not validated"
+fi
 before_term=$(cat "$WORK"/answers.* | grep -c '^200 ')
 start=$(date +%s%N)
 kill -TERM "$EXAMPLE_PID"

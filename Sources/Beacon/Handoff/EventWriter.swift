@@ -51,6 +51,8 @@ final class EventWriter: Sendable {
     /// When the writer takes what is queued (from the log's durability policy).
     let pacing: Pacing
     private let lock: ConditionLock<State>
+    /// Commit latency, stalls and the quota (WriterWatch.swift).
+    let watch: WriterWatch
 
     /// When the writer takes the queue: at once, or after gathering for an interval unless a
     /// threshold is reached first.
@@ -168,8 +170,9 @@ final class EventWriter: Sendable {
         }
     }
 
-    init(log: BeaconLog, capacity: Int, backpressure: Beacon.Backpressure, recordsPerAppend: Int = 4096, hooks: Hooks) {
+    init(log: BeaconLog, capacity: Int, backpressure: Beacon.Backpressure, recordsPerAppend: Int = 4096, watch: WriterWatch = WriterWatch(), hooks: Hooks) {
         self.log = log
+        self.watch = watch
         self.recordsPerAppend = max(1, recordsPerAppend)
         self.capacity = max(capacity, 1)
         self.backpressure = backpressure
@@ -283,10 +286,13 @@ final class EventWriter: Sendable {
     /// A test seam: a frozen writer takes nothing from the queue, like one stuck in a stalled
     /// disk's `write` or `fsync`. Closing unfreezes it.
     func setFrozen(_ frozen: Bool) {
-        lock.withLock { held in
-            held.state.frozen = frozen
+        let changed = lock.withLock { held -> Bool in
+            defer { held.state.frozen = frozen }
             held.broadcast()
+            return held.state.frozen != frozen
         }
+        // To the watch, a frozen writer is one whose commit does not complete.
+        if changed { frozen ? watch.commitBegan() : watch.commitEnded() }
     }
 
     /// Times `enqueue` woke the writer thread since it started (a test seam).
@@ -339,6 +345,7 @@ final class EventWriter: Sendable {
     /// Stops accepting records, writes what is queued and stops the thread. Blocks until done,
     /// except when called on the writer thread itself (from a hook), where it only asks it to stop.
     func close() {
+        defer { watch.close() }
         let abandoned = lock.withLock { held -> [RoomWaiter] in
             held.state.closing = true
             held.broadcast()
@@ -441,6 +448,8 @@ final class EventWriter: Sendable {
     }
 
     private func append(_ batch: [[UInt8]], hooks: Hooks) {
+        watch.commitBegan()
+        defer { watch.commitEnded() }
         do {
             try log.appendCommittingNow(contentsOf: batch)
             if let onAppended = hooks.onAppended { onAppended(log.stats.pendingRecords) }

@@ -88,7 +88,9 @@ public final class Beacon: Sendable {
         var logConfig = configuration.storage
         let quotaDrops = self.quotaDrops, maxBytes = logConfig.maxBytes, report = configuration.diagnostics
         let userOnDropped = logConfig.onDropped
+        let watch = WriterWatch()
         logConfig.onDropped = { records in
+            watch.quotaActed()
             if let message = quotaDrops.message(dropped: records, maxBytes: maxBytes) {
                 report(BeaconDiagnostic(kind: .dropped, message: message, subject: DropReason.quotaDeleted.name))
             }
@@ -104,7 +106,7 @@ public final class Beacon: Sendable {
         self.presets = Beacon.presets(appVersion: configuration.appVersion)
 
         let diagnostics = configuration.diagnostics
-        let store = IdentityStore(directory: log.configuration.directory, fileSystem: log.configuration.fileSystem)
+        let store = IdentityStore(directory: log.directory, fileSystem: log.configuration.fileSystem)
         self.identityStore = store
         var identity: IdentityStore.Identity
         var mustSave = false
@@ -132,9 +134,11 @@ public final class Beacon: Sendable {
         self.context = Mutex(Context(identity: identity, snapshot: snapshot))
         let countersMutex = Locked(counters)
         self.counters = countersMutex
-        self.writer = EventWriter(log: log, capacity: configuration.handoffBytes, backpressure: configuration.backpressure, hooks: EventWriter.Hooks(
+        watch.configure(log: log, report: diagnostics)
+        self.writer = EventWriter(log: log, capacity: configuration.handoffBytes, backpressure: configuration.backpressure, watch: watch, hooks: EventWriter.Hooks(
             onAppended: nil,
             onFailure: { records, reason, error in
+                if reason == .quotaExceeded { watch.quotaActed() }
                 countersMutex.withLock { c in
                     c.lastError = "\(error)"
                     if let reason { c.dropped[reason, default: 0] += UInt64(records) }

@@ -7,13 +7,19 @@ import Synchronization
 /// them before the handler sees them (``Beacon/Configuration/diagnosticsInterval``): a stalled disk
 /// dropping 50,000 events makes one diagnostic, then one per interval with the count held back.
 ///
-/// A bridge to swift-log (the handler runs on the thread that had the problem: keep it short):
+/// State changes an operator should see are diagnostics too, once each (subjects in
+/// ``subject``): delivery `"paused"` and `"resumed"` (kind `.delivery`), the writer `"stalled"`
+/// (no commit completed for more than a second) and `"recovered"`, the quota `"quota80"` and
+/// `"quota100"` (kind `.storage`). Each carries a ``severity``.
+///
+/// A bridge to swift-log (the handler runs on the thread that had the problem: keep it short);
+/// the severities are swift-log's level names:
 ///
 /// ```swift
 /// let logger = Logger(label: "beacon")
 /// config.diagnostics = { diagnostic in
-///     logger.warning("\(diagnostic.message)", metadata: [
-///         "kind": "\(diagnostic.kind)", "suppressed": "\(diagnostic.suppressed)",
+///     logger.log(level: Logger.Level(rawValue: diagnostic.severity.rawValue) ?? .warning, "\(diagnostic.message)", metadata: [
+///         "kind": "\(diagnostic.kind)", "subject": "\(diagnostic.subject ?? "")", "suppressed": "\(diagnostic.suppressed)",
 ///     ])
 /// }
 /// ```
@@ -32,8 +38,27 @@ public struct BeaconDiagnostic: Sendable, CustomStringConvertible {
         case delivery
     }
 
+    /// How serious a diagnostic is; the raw values are swift-log's `Logger.Level` names.
+    public enum Severity: String, Sendable, Comparable, CaseIterable {
+        /// Something returned to normal: delivery resumed, the writer recovered.
+        case notice
+        /// Needs attention soon: delivery paused by an outage, a stalled disk, the quota past 80 %,
+        /// refused input.
+        case warning
+        /// Events are lost or will be, or an operator must act: drops, a storage failure, a
+        /// collector refusing the configuration, the quota full.
+        case error
+
+        public static func < (a: Severity, b: Severity) -> Bool {
+            allCases.firstIndex(of: a)! < allCases.firstIndex(of: b)!
+        }
+    }
+
     /// The kind of problem.
     public var kind: Kind
+    /// How serious it is (swift-log's level names): by default `.warning` for invalid input and
+    /// `.error` for the other kinds; the state changes set their own.
+    public var severity: Severity
     /// For `.invalidInput`: the event, key and rule.
     public var validation: BeaconValidationError?
     /// For `.delivery`: the failure, with the collector's status, the start of its answer and
@@ -52,8 +77,9 @@ public struct BeaconDiagnostic: Sendable, CustomStringConvertible {
     /// of a later one of its subject.
     public var suppressed: Int
 
-    public init(kind: Kind, validation: BeaconValidationError? = nil, deliveryError: DeliveryError? = nil, message: String, subject: String? = nil, suppressed: Int = 0) {
+    public init(kind: Kind, validation: BeaconValidationError? = nil, deliveryError: DeliveryError? = nil, message: String, subject: String? = nil, suppressed: Int = 0, severity: Severity? = nil) {
         self.kind = kind
+        self.severity = severity ?? (kind == .invalidInput ? .warning : .error)
         self.validation = validation
         self.deliveryError = deliveryError
         self.message = message
@@ -62,7 +88,7 @@ public struct BeaconDiagnostic: Sendable, CustomStringConvertible {
     }
 
     public var description: String {
-        let line = "beacon: \(kind.rawValue): \(message)"
+        let line = "beacon: \(severity.rawValue): \(kind.rawValue): \(message)"
         return suppressed > 0 ? line + " (and \(suppressed) more like it, not reported)" : line
     }
 

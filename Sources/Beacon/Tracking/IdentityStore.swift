@@ -11,9 +11,18 @@ struct IdentityStore: Sendable {
         var loginId: String?
     }
 
-    let directory: String
+    let directory: LogDirectory
     let fileSystem: any FileSystem
-    var path: String { directory + "/identity.json" }
+    var path: LogPath { directory.file("identity.json") }
+
+    init(directory: LogDirectory, fileSystem: any FileSystem) {
+        self.directory = directory
+        self.fileSystem = fileSystem
+    }
+
+    init(directory: String, fileSystem: any FileSystem) {
+        self.init(directory: LogDirectory(directory), fileSystem: fileSystem)
+    }
 
     /// The stored identity, or nil if there is none.
     ///

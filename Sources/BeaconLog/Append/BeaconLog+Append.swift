@@ -81,7 +81,7 @@ extension BeaconLog {
     /// Writes and fsyncs everything appended so far. Returns when it is durable.
     public func sync() throws {
         guard canWrite else {
-            throw BeaconLogError(.invalidArgument, "this log was opened without write access; only the writer can sync", path: directory)
+            throw BeaconLogError(.invalidArgument, "this log was opened without write access; only the writer can sync", path: directory.path)
         }
         try state.withLock { try checkUsable($0) }
         try commit(sync: true)
@@ -132,14 +132,14 @@ extension BeaconLog {
         let which = index.map { "record \($0)" } ?? "the record"
         if record.isEmpty {
             state.withLock { s in s.stats.refused[.invalidRecord, default: 0] += 1; countersChanged(&s) }
-            return BeaconLogError(.invalidRecord, "\(which) is empty; append the bytes of one JSON value", path: directory)
+            return BeaconLogError(.invalidRecord, "\(which) is empty; append the bytes of one JSON value", path: directory.path)
         }
         if record.count > config.maxRecordBytes {
             state.withLock { s in s.stats.refused[.recordTooLarge, default: 0] += 1; countersChanged(&s) }
-            return BeaconLogError(.recordTooLarge, "\(which) is \(record.count) bytes, more than maxRecordBytes (\(config.maxRecordBytes)); split it or raise the limit", path: directory)
+            return BeaconLogError(.recordTooLarge, "\(which) is \(record.count) bytes, more than maxRecordBytes (\(config.maxRecordBytes)); split it or raise the limit", path: directory.path)
         }
         state.withLock { s in s.stats.refused[.invalidRecord, default: 0] += 1; countersChanged(&s) }
-        return BeaconLogError(.invalidRecord, "\(which) contains a raw newline, which would break the one-record-per-line framing; escape it as \\n inside JSON strings", path: directory)
+        return BeaconLogError(.invalidRecord, "\(which) contains a raw newline, which would break the one-record-per-line framing; escape it as \\n inside JSON strings", path: directory.path)
     }
 
     /// Throws unless a record of about `incoming` bytes may be buffered now. The common case (open,
@@ -155,12 +155,12 @@ extension BeaconLog {
     func checkWritableSlowly(_ s: inout State, incoming: Int) throws {
         try checkUsable(s)
         guard canWrite else {
-            throw BeaconLogError(.invalidArgument, "this log was opened without write access (access \(config.access)); open it with .readWrite or .write to append", path: directory)
+            throw BeaconLogError(.invalidArgument, "this log was opened without write access (access \(config.access)); open it with .readWrite or .write to append", path: directory.path)
         }
         if config.quotaPolicy == .rejectNew, Int64(s.diskBytes) + Int64(s.bufferedBytes) + Int64(incoming) > config.maxBytes {
             s.stats.refused[.quotaExceeded, default: 0] += 1
             countersChanged(&s)
-            throw BeaconLogError(.quotaExceeded, "the log holds \(s.diskBytes + UInt64(s.bufferedBytes)) bytes and its quota is \(config.maxBytes) (policy .rejectNew); deliver and acknowledge records, or raise maxBytes", path: directory)
+            throw BeaconLogError(.quotaExceeded, "the log holds \(s.diskBytes + UInt64(s.bufferedBytes)) bytes and its quota is \(config.maxBytes) (policy .rejectNew); deliver and acknowledge records, or raise maxBytes", path: directory.path)
         }
         // While writes fail (disk full), keep at most one segment's worth in memory, then refuse.
         if let error = s.writeError, s.bufferedBytes + incoming > max(config.segmentBytes, 1 << 20) {

@@ -1,6 +1,6 @@
 extension BeaconLog {
     func rewriteAfterFailedSync(io: inout WriterIO, error: any Error) throws -> UInt64 {
-        let failedPath = io.file?.path ?? directory
+        let failedPath = io.file?.path ?? directory.path
         let failedSegment = io.fileSegment
         let failedSize = io.fileSize
         if io.preallocated, let file = io.file {

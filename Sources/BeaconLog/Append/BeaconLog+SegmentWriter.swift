@@ -60,7 +60,7 @@ extension BeaconLog {
     /// Returns chunks that could not be written to the front of the buffer and records the error,
     /// with what to do about it; returns that error.
     func putBack(_ chunks: [Chunk], error: any Error) -> BeaconLogError {
-        var logError = error as? BeaconLogError ?? BeaconLogError(.io, "\(error)", path: directory)
+        var logError = error as? BeaconLogError ?? BeaconLogError(.io, "\(error)", path: directory.path)
         switch logError.code {
         case .diskFull: logError = logError.advising("free space on the file system (nothing already written is lost)")
         case .permissionDenied: logError = logError.advising("the log's files must belong to the user this process runs as")

@@ -13,7 +13,7 @@ extension BeaconLog {
     /// Writes `position` into the next checkpoint slot and makes it durable, then publishes it.
     /// `dropping` marks a move past records the quota deletes: they count as dropped, not acknowledged.
     func writeCheckpoint(_ position: LogPosition, dropping: Bool = false, io: inout CheckpointIO) throws {
-        let path = directory + "/" + Checkpoint.fileName
+        let path = directory.file(Checkpoint.fileName)
         if io.checkpointFile == nil {
             if !io.replaceCheckpointFile, try fs.fileSize(path) == UInt64(Checkpoint.fileSize) {
                 io.checkpointFile = try fs.open(path, .readWrite)
@@ -53,9 +53,9 @@ extension BeaconLog {
 
     /// The checkpoint of `directory` as ``verify(directory:)`` reports it: its position (where reading
     /// resumes when it does not land on a record), and what is wrong with it added to `problems`.
-    static func verifyCheckpoint(directory: String, fs: any FileSystem, segments: [SegmentInfo], problems: inout [VerifyReport.Problem]) throws -> LogPosition? {
+    static func verifyCheckpoint(directory: LogDirectory, fs: any FileSystem, segments: [SegmentInfo], problems: inout [VerifyReport.Problem]) throws -> LogPosition? {
         var checkpoint: LogPosition?
-        if let size = try fs.fileSize(directory + "/" + Checkpoint.fileName) {
+        if let size = try fs.fileSize(directory.file(Checkpoint.fileName)) {
             let decoded = Checkpoint.decode(file: try Checkpoint.readFile(in: directory, fs: fs))
             if let cp = decoded.checkpoint {
                 checkpoint = cp.position
@@ -76,8 +76,8 @@ extension BeaconLog {
 
 extension Checkpoint {
     /// The checkpoint file of `directory`: its first `fileSize` bytes, fewer if it is shorter.
-    static func readFile(in directory: String, fs: any FileSystem) throws -> [UInt8] {
-        let file = try fs.open(directory + "/" + fileName, .read)
+    static func readFile(in directory: LogDirectory, fs: any FileSystem) throws -> [UInt8] {
+        let file = try fs.open(directory.file(fileName), .read)
         defer { fs.close(file) }
         var bytes = [UInt8](repeating: 0, count: fileSize)
         let n = try bytes.withUnsafeMutableBytes { try fs.read(file, into: $0, at: 0) }

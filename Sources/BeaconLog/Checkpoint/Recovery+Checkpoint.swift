@@ -17,9 +17,9 @@ extension Recovery {
 
     /// Reads the checkpoint file of `directory` and picks the newest slot that names a record of
     /// the log (`lastSeq` is the last record written); without one, reading starts at the oldest segment.
-    static func loadCheckpoint(segments: [SegmentInfo], lastSeq: UInt64?, directory: String, fs: any FileSystem) throws -> LoadedCheckpoint {
+    static func loadCheckpoint(segments: [SegmentInfo], lastSeq: UInt64?, directory: LogDirectory, fs: any FileSystem) throws -> LoadedCheckpoint {
         var loaded = LoadedCheckpoint(position: LogPosition(segment: segments.first?.number ?? 0, offset: 0, seq: 0))
-        if let size = try fs.fileSize(directory + "/" + Checkpoint.fileName) {
+        if let size = try fs.fileSize(directory.file(Checkpoint.fileName)) {
             loaded.existed = true
             let slots = Checkpoint.slots(file: try Checkpoint.readFile(in: directory, fs: fs))
             var notes: [String] = []
@@ -56,7 +56,7 @@ extension Recovery {
 
     /// Checks that `position` names an existing segment and lands on the record with its seq; if not,
     /// picks the safe place to resume from and says why.
-    static func resolve(_ position: LogPosition, segments: [SegmentInfo], directory: String, fs: any FileSystem) throws -> (LogPosition, String?) {
+    static func resolve(_ position: LogPosition, segments: [SegmentInfo], directory: LogDirectory, fs: any FileSystem) throws -> (LogPosition, String?) {
         guard let oldest = segments.first, let newest = segments.last else {
             return (position, nil)
         }
@@ -69,7 +69,7 @@ extension Recovery {
             return (LogPosition(segment: oldest.number, offset: 0, seq: 0),
                     "the checkpoint names segment \(position.segment), which does not exist; delivering again from the oldest segment \(oldest.number) (at-least-once)")
         }
-        let path = directory + "/" + SegmentName.fileName(position.segment)
+        let path = directory.file(SegmentName.fileName(position.segment))
         if try recordStarts(at: position, path: path, fs: fs) {
             return (position, nil)
         }
@@ -102,7 +102,7 @@ extension Recovery {
     }
 
     /// True if `position.offset` is 0, the end of the segment, or the start of the record with `position.seq`.
-    static func recordStarts(at position: LogPosition, path: String, fs: any FileSystem) throws -> Bool {
+    static func recordStarts(at position: LogPosition, path: LogPath, fs: any FileSystem) throws -> Bool {
         let file = try fs.open(path, .read)
         defer { fs.close(file) }
         let size = try fs.size(file)

@@ -16,7 +16,7 @@ extension BeaconLog {
     /// wrote no pid is reported as pid 0.
     public static func lockHolder(_ kind: LockKind, directory: String) -> Int32? {
         let fs = SystemFileSystem()
-        let path = directory + "/" + kind.rawValue + ".lock"
+        let path = LogDirectory(directory).file(kind.rawValue + ".lock")
         guard (try? fs.fileSize(path)) ?? nil != nil, let file = try? fs.open(path, .read) else { return nil }
         defer { fs.close(file) }
         if (try? fs.tryLock(file)) == true { return nil }
@@ -33,8 +33,12 @@ extension BeaconLog {
     /// writer preallocated (see ``Configuration/segmentBytes``), the end of the segment's records.
     public static func verify(directory: String) throws -> VerifyReport {
         let fs = SystemFileSystem()
-        guard try fs.fileSize(directory) != nil else {
-            throw BeaconLogError(.invalidArgument, "there is no log directory here; check the path", path: directory)
+        let path = directory
+        let directory = LogDirectory(path)
+        do {
+            _ = try fs.status(directory)
+        } catch let error as BeaconLogError where error.errno == ENOENT {
+            throw BeaconLogError(.invalidArgument, "there is no log directory here; check the path", path: path)
         }
         let numbers = try fs.list(directory).compactMap(SegmentName.parse).sorted()
         var problems: [VerifyReport.Problem] = []
@@ -44,7 +48,7 @@ extension BeaconLog {
         var segments: [SegmentInfo] = []
         for (index, number) in numbers.enumerated() {
             let name = SegmentName.fileName(number)
-            guard let file = try? fs.open(directory + "/" + name, .read) else { continue }
+            guard let file = try? fs.open(directory.file(name), .read) else { continue }
             defer { fs.close(file) }
             var bytes = try fs.readAll(file)
             segments.append(SegmentInfo(number: number, size: UInt64(bytes.count)))

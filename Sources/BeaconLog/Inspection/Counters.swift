@@ -70,15 +70,24 @@ struct PersistedCounters: Codable, Equatable, Sendable {
         if deliveredAfterDrop > 0 { try c.encode(deliveredAfterDrop, forKey: .deliveredAfterDrop) }
     }
 
+    static func file(_ kind: BeaconLog.LockKind, in directory: LogDirectory) -> LogPath {
+        directory.file(kind.rawValue + ".counters")
+    }
+
     static func path(_ kind: BeaconLog.LockKind, directory: String) -> String {
-        directory + "/" + kind.rawValue + ".counters"
+        file(kind, in: LogDirectory(directory)).path
+    }
+
+    /// The counters in the directory at `directory` (for tools and tests without an open log).
+    static func load(directory: String, fileSystem: any FileSystem) -> PersistedCounters {
+        load(directory: LogDirectory(directory), fileSystem: fileSystem)
     }
 
     /// The counters in the directory: the writer's and the reader's files merged.
-    static func load(directory: String, fileSystem: any FileSystem) -> PersistedCounters {
+    static func load(directory: LogDirectory, fileSystem: any FileSystem) -> PersistedCounters {
         var merged = PersistedCounters()
         for kind in [BeaconLog.LockKind.writer, .reader] {
-            guard let bytes = (try? fileSystem.contents(ofFile: path(kind, directory: directory), attempts: 2)) ?? nil,
+            guard let bytes = (try? fileSystem.contents(ofFile: file(kind, in: directory), attempts: 2)) ?? nil,
                   let counters = try? JSONDecoder().decode(PersistedCounters.self, from: Data(bytes)),
                   counters.isPlausible else { continue }
             if kind == .writer {
@@ -102,7 +111,7 @@ struct PersistedCounters: Codable, Equatable, Sendable {
     }
 
     /// Replaces the `kind` file with the counters that role owns. Best effort.
-    func save(_ kind: BeaconLog.LockKind, directory: String, fileSystem: any FileSystem) {
+    func save(_ kind: BeaconLog.LockKind, directory: LogDirectory, fileSystem: any FileSystem) {
         var owned = PersistedCounters()
         if kind == .writer {
             owned.dropped = dropped
@@ -116,7 +125,7 @@ struct PersistedCounters: Codable, Equatable, Sendable {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
         guard let data = try? encoder.encode(owned) else { return }
-        try? fileSystem.replaceFile(Self.path(kind, directory: directory), with: Array(data), durably: false)
+        try? fileSystem.replaceFile(Self.file(kind, in: directory), with: Array(data), durably: false)
     }
 }
 

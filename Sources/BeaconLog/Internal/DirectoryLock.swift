@@ -8,8 +8,8 @@ package struct DirectoryLock: Sendable {
     package let file: LogFile
 
     /// Takes the lock or throws `.locked` naming the holder's pid.
-    package static func acquire(_ kind: BeaconLog.LockKind, directory: String, fileSystem: any FileSystem) throws -> DirectoryLock {
-        let path = directory + "/" + kind.rawValue + ".lock"
+    package static func acquire(_ kind: BeaconLog.LockKind, directory: LogDirectory, fileSystem: any FileSystem) throws -> DirectoryLock {
+        let path = directory.file(kind.rawValue + ".lock")
         let file = try fileSystem.open(path, .createOrOpen)
         guard try tryLockBriefly(file, fileSystem: fileSystem) else {
             let pid = readPID(file, fileSystem: fileSystem)
@@ -18,7 +18,7 @@ package struct DirectoryLock: Sendable {
             throw BeaconLogError(
                 .locked,
                 "the log directory's \(kind.rawValue) lock is held by \(holder); only one \(kind.rawValue) may use a directory at a time. Stop the other process or use another directory",
-                path: path, lockHolderPID: pid)
+                path: path.path, lockHolderPID: pid)
         }
         try fileSystem.truncate(file, to: 0)
         let text = Array("\(getpid())\n".utf8)

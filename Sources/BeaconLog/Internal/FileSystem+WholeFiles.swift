@@ -20,19 +20,20 @@ extension FileSystem {
         return bytes
     }
 
-    /// The content of the file at `path`, or nil if there is no such file.
+    /// The content of the file, or nil if there is no such file. A symbolic link in its place
+    /// throws ``BeaconLogError/Code/linkedFile``.
     ///
     /// Small files whose loss would cost something (the identity, the loss counters) are read
     /// with `attempts: 2`, so that one transient read error does not make them look missing.
     ///
     /// ```swift
-    /// let bytes = try fs.contents(ofFile: directory + "/identity.json", attempts: 2)
+    /// let bytes = try fs.contents(ofFile: directory.file("identity.json"), attempts: 2)
     /// ```
     ///
     /// - Parameters:
     ///   - path: the file to read.
     ///   - attempts: how many times to try before throwing the last error (default 1).
-    package func contents(ofFile path: String, attempts: Int = 1) throws -> [UInt8]? {
+    package func contents(ofFile path: LogPath, attempts: Int = 1) throws -> [UInt8]? {
         var attempt = 1
         while true {
             do {
@@ -44,31 +45,33 @@ extension FileSystem {
                 }
                 defer { close(file) }
                 return try readAll(file)
+            } catch let error as BeaconLogError where error.code == .linkedFile {
+                throw error
             } catch where attempt < attempts {
                 attempt += 1
             }
         }
     }
 
-    /// Replaces the file at `path` with `bytes` atomically: a crash leaves the old content or the
+    /// Replaces the file with `bytes` atomically: a crash leaves the old content or the
     /// new one, never a mix.
     ///
     /// Writes `path.tmp` (mode 0600, `pwrite(2)` until done), `fsync(2)`s it, `rename(2)`s it
-    /// over `path` and `fsync(2)`s the directory, so the new content is durable when this returns.
+    /// over `path` (replacing a link there, never writing through it) and `fsync(2)`s the directory, so the new content is durable when this returns.
     /// With `durably: false` both fsyncs are left out (for diagnostics and hints, which may be lost
     /// or empty after a power loss, never torn by a process crash). On failure the temporary file
     /// is removed and `path` is untouched.
     ///
     /// ```swift
-    /// try fs.replaceFile(directory + "/identity.json", with: bytes)
+    /// try fs.replaceFile(directory.file("identity.json"), with: bytes)
     /// ```
     ///
     /// - Parameters:
     ///   - path: the file to replace (created if missing).
     ///   - bytes: its new content.
     ///   - durably: fsync the file and its directory (default true).
-    package func replaceFile(_ path: String, with bytes: [UInt8], durably: Bool = true) throws {
-        let temporary = path + ".tmp"
+    package func replaceFile(_ path: LogPath, with bytes: [UInt8], durably: Bool = true) throws {
+        let temporary = path.appending(".tmp")
         try remove(temporary)
         let file = try open(temporary, .createNew)
         do {
@@ -85,10 +88,10 @@ extension FileSystem {
             try? remove(temporary)
             throw error
         }
-        if durably { try syncDirectory(parentDirectory(of: path)) }
+        if durably { try syncDirectory(path.directory) }
     }
 
-    /// Appends `bytes` to the file at `path` (created with mode 0600 if missing) and makes them
+    /// Appends `bytes` to the file (created with mode 0600 if missing) and makes them
     /// durable: `write(2)` at the end, `fsync(2)`, and an `fsync(2)` of the directory when the file
     /// was created.
     ///
@@ -97,9 +100,9 @@ extension FileSystem {
     /// half of one.
     ///
     /// ```swift
-    /// try fs.appendDurably(directory + "/rejected.jsonl", line)
+    /// try fs.appendDurably(directory.file("rejected.jsonl"), line)
     /// ```
-    package func appendDurably(_ path: String, _ bytes: [UInt8]) throws {
+    package func appendDurably(_ path: LogPath, _ bytes: [UInt8]) throws {
         let created = try fileSize(path) == nil
         let file = try open(path, created ? .createNew : .readWrite)
         do {
@@ -118,7 +121,7 @@ extension FileSystem {
         }
         if created {
             do {
-                try syncDirectory(parentDirectory(of: path))
+                try syncDirectory(path.directory)
             } catch {
                 try? remove(path)
                 throw error

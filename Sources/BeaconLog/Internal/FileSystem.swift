@@ -1,6 +1,7 @@
 import CBeaconCRC
 import Foundation
 import Glibc
+import Synchronization
 
 /// An open file of the log: a Foundation `FileHandle` plus the path it was opened from, for errors.
 package final class LogFile: @unchecked Sendable {
@@ -11,6 +12,103 @@ package final class LogFile: @unchecked Sendable {
     package init(handle: FileHandle, path: String) {
         self.handle = handle
         self.path = path
+    }
+}
+
+/// The log directory, opened once (`open(2)` with `O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC`) at its
+/// first use and kept open: every file of the log is opened, renamed, removed and looked up
+/// relative to this descriptor (`openat(2)`, `renameat(2)`, `unlinkat(2)`, `fstatat(2)`), and the
+/// directory's entries are made durable with `fsync(2)` of it. A path swapped for a symbolic link
+/// after the directory was opened is therefore never followed: the descriptor stays on the
+/// directory that was opened.
+///
+/// The last component of ``path`` must not be a symbolic link (the components above it may be,
+/// as `/var/run` is); trailing slashes are dropped first, so `dir/` opens `dir`.
+///
+/// ```swift
+/// let directory = LogDirectory("/var/lib/app/beacon")
+/// let file = try fs.open(directory.file("checkpoint"), .read)
+/// ```
+package final class LogDirectory: Sendable, CustomStringConvertible {
+    /// The directory's path as configured, without trailing slashes: for messages and the journal.
+    package let path: String
+    private let opened = Mutex<Int32?>(nil)
+
+    package init(_ path: String) {
+        var trimmed = path
+        while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed.removeLast() }
+        self.path = trimmed
+    }
+
+    deinit {
+        opened.withLock { fd in fd.map { _ = Glibc.close($0) } }
+    }
+
+    package var description: String { path }
+
+    /// The file `name` of this directory.
+    package func file(_ name: String) -> LogPath { LogPath(directory: self, name: name) }
+
+    /// The descriptor of the directory: opened on the first call (`open(2)` with
+    /// `O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC`), the same one afterwards.
+    ///
+    /// Throws ``BeaconLogError/Code/linkedFile`` when the path's last component is a symbolic
+    /// link, and the `open(2)` error (`ENOENT`, `ENOTDIR`, `EACCES`) otherwise.
+    package func descriptor() throws -> Int32 {
+        try opened.withLock { fd in
+            if let fd { return fd }
+            let (result, e) = retryingInterrupts { Glibc.open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
+            if result < 0 {
+                if e == ELOOP || (e == ENOTDIR && isSymbolicLink(path)) {
+                    throw BeaconLogError.linkedDirectory(path)
+                }
+                throw BeaconLogError.system(e, path: path, operation: "open")
+            }
+            fd = result
+            return result
+        }
+    }
+}
+
+/// Whether `path` itself (not what it points to) is a symbolic link (`lstat(2)`).
+private func isSymbolicLink(_ path: String) -> Bool {
+    var st = stat()
+    return retryingInterrupts({ lstat(path, &st) }).result == 0 && (st.st_mode & S_IFMT) == S_IFLNK
+}
+
+/// A file of a log directory: the directory's descriptor and the file's name in it. Its
+/// ``path`` (`directory/name`) is for messages, the fault seam's journal and the crash-state
+/// model; the system calls use the descriptor and the name.
+package struct LogPath: Sendable, CustomStringConvertible {
+    package let directory: LogDirectory
+    package let name: String
+
+    package init(directory: LogDirectory, name: String) {
+        self.directory = directory
+        self.name = name
+    }
+
+    /// `directory/name`.
+    package var path: String { directory.path == "/" ? "/" + name : directory.path + "/" + name }
+    package var description: String { path }
+
+    /// This file's name with `suffix` added, in the same directory: `checkpoint` → `checkpoint.tmp`.
+    package func appending(_ suffix: String) -> LogPath { LogPath(directory: directory, name: name + suffix) }
+}
+
+/// What `fstat(2)` says about the log directory: what its safety check needs.
+package struct DirectoryStatus: Sendable, Equatable {
+    /// The permission bits, with set-user-id, set-group-id and sticky (`st_mode & 0o7777`).
+    package var mode: UInt32
+    /// The owner's user id.
+    package var owner: UInt32
+    /// The group's id.
+    package var group: UInt32
+
+    package init(mode: UInt32, owner: UInt32, group: UInt32) {
+        self.mode = mode
+        self.owner = owner
+        self.group = group
     }
 }
 
@@ -30,9 +128,18 @@ package enum OpenMode: Sendable {
 /// `EIO` from fsync and short writes (see `FaultyFileSystem` in the tests), after the manner of
 /// swift-system's `Internals/Syscalls.swift`. All errors are thrown as ``BeaconLogError`` with the
 /// system call, its `errno` and the path as the ``BeaconLogError/cause``.
+///
+/// Files of the log directory are named by a ``LogPath``: the directory's descriptor, opened once
+/// (``LogDirectory``), and the file's name. No call follows a symbolic link in place of a file:
+/// files are opened with `O_NOFOLLOW`, and a link found there is a
+/// ``BeaconLogError/Code/linkedFile`` error naming the file, never followed, truncated or
+/// written through.
 package protocol FileSystem: Sendable {
-    /// `open(2)`, retried on `EINTR`, wrapped in a `FileHandle`.
-    func open(_ path: String, _ mode: OpenMode) throws -> LogFile
+    /// `openat(2)` relative to the directory's descriptor with `O_NOFOLLOW | O_CLOEXEC`, retried on
+    /// `EINTR`, wrapped in a `FileHandle`. A symbolic link in place of the file throws
+    /// ``BeaconLogError/Code/linkedFile``; so does, when opening for writing, a file with another
+    /// hard link (`st_nlink > 1`), before anything is written to it.
+    func open(_ file: LogPath, _ mode: OpenMode) throws -> LogFile
     /// Writes all of `bytes` at the file's current offset (`write(2)` until done).
     func write(_ file: LogFile, _ bytes: UnsafeRawBufferPointer) throws
     /// Writes all of `bytes` at `offset` (`pwrite(2)`), not moving the file offset.
@@ -61,20 +168,29 @@ package protocol FileSystem: Sendable {
     func close(_ file: LogFile)
     /// Takes a `flock(2)` lock without waiting; returns false if another open file description holds it.
     func tryLock(_ file: LogFile) throws -> Bool
-    /// `rename(2)`.
-    func rename(_ from: String, to: String) throws
-    /// `unlink(2)`; a missing file is not an error.
-    func remove(_ path: String) throws
-    /// `fsync(2)` on the directory, making created, renamed and removed entries durable.
+    /// `renameat(2)` between two names of the same directory's descriptor. A link at either name
+    /// is renamed or replaced itself, never followed.
+    func rename(_ from: LogPath, to: LogPath) throws
+    /// `unlinkat(2)`; a missing file is not an error. A link is removed itself, never what it
+    /// points to.
+    func remove(_ file: LogPath) throws
+    /// `fsync(2)` of the directory's descriptor, making created, renamed and removed entries durable.
+    func syncDirectory(_ directory: LogDirectory) throws
+    /// `fsync(2)` of the directory at `path` (opened `O_DIRECTORY`, read only): the parents of a
+    /// directory ``makeDirectories(_:)`` creates, which are not log directories.
     func syncDirectory(_ path: String) throws
-    /// The names in a directory (`readdir(3)`).
-    func list(_ directory: String) throws -> [String]
-    /// The size of the file at `path` (`stat(2)`), or nil if it does not exist.
-    func fileSize(_ path: String) throws -> UInt64?
+    /// The names in the directory (`readdir(3)` on a duplicate of its descriptor).
+    func list(_ directory: LogDirectory) throws -> [String]
+    /// The size of the file (`fstatat(2)` with `AT_SYMLINK_NOFOLLOW`), or nil if it does not
+    /// exist. A symbolic link there throws ``BeaconLogError/Code/linkedFile``.
+    func fileSize(_ file: LogPath) throws -> UInt64?
+    /// The directory's mode, owner and group (`fstat(2)` of its descriptor), for the safety check
+    /// at open; opens it if it is not open yet.
+    func status(_ directory: LogDirectory) throws -> DirectoryStatus
     /// Creates the one directory `path` (`mkdir(2)`, mode 0700) and returns true, or returns false
     /// when a directory is already there. Its parent must exist: a missing parent throws with
     /// `errno` `ENOENT`; anything else in the way (a file) throws naming the path. Making the new
-    /// entry durable is the caller's part (``syncDirectory(_:)`` on the parent): see
+    /// entry durable is the caller's part (``syncDirectory(_:)-(String)`` on the parent): see
     /// ``makeDirectories(_:)``.
     func makeDirectory(_ path: String) throws -> Bool
 }
@@ -88,7 +204,7 @@ extension FileSystem {
 package struct SystemFileSystem: FileSystem {
     package init() {}
 
-    package func open(_ path: String, _ mode: OpenMode) throws -> LogFile {
+    package func open(_ file: LogPath, _ mode: OpenMode) throws -> LogFile {
         let flags: Int32
         switch mode {
         case .read: flags = O_RDONLY
@@ -96,11 +212,30 @@ package struct SystemFileSystem: FileSystem {
         case .createNew: flags = O_RDWR | O_CREAT | O_EXCL
         case .createOrOpen: flags = O_RDWR | O_CREAT
         }
-        let fd = try retryingEINTR(path: path, "open") { Glibc.open(path, flags | O_CLOEXEC, 0o600) }
-        if mode == .readWrite || mode == .createOrOpen || mode == .createNew {
+        let directory = try file.directory.descriptor()
+        let (result, e) = retryingInterrupts { openat(directory, file.name, flags | O_NOFOLLOW | O_CLOEXEC, 0o600) }
+        if result < 0 {
+            // O_NOFOLLOW: ELOOP when the name is a symbolic link (EEXIST for O_EXCL, which never follows).
+            if e == ELOOP || (e == EEXIST && isLink(file)) { throw BeaconLogError.linkedFile(file.path) }
+            throw BeaconLogError.system(e, path: file.path, operation: "open")
+        }
+        let fd = result
+        if mode != .read {
+            var st = stat()
+            if fstat(fd, &st) == 0 && st.st_nlink > 1 && (st.st_mode & S_IFMT) == S_IFREG {
+                Glibc.close(fd)
+                throw BeaconLogError.linkedFile(file.path, hardLinks: Int(st.st_nlink))
+            }
             _ = lseek(fd, 0, SEEK_END)
         }
-        return LogFile(handle: FileHandle(fileDescriptor: fd, closeOnDealloc: true), path: path)
+        return LogFile(handle: FileHandle(fileDescriptor: fd, closeOnDealloc: true), path: file.path)
+    }
+
+    /// Whether the name is a symbolic link (`fstatat(2)` with `AT_SYMLINK_NOFOLLOW`).
+    private func isLink(_ file: LogPath) -> Bool {
+        guard let directory = try? file.directory.descriptor() else { return false }
+        var st = stat()
+        return retryingInterrupts({ fstatat(directory, file.name, &st, AT_SYMLINK_NOFOLLOW) }).result == 0 && (st.st_mode & S_IFMT) == S_IFLNK
     }
 
     package func write(_ file: LogFile, _ bytes: UnsafeRawBufferPointer) throws {
@@ -170,15 +305,23 @@ package struct SystemFileSystem: FileSystem {
         throw BeaconLogError.system(e, path: file.path, operation: "flock")
     }
 
-    package func rename(_ from: String, to: String) throws {
-        _ = try retryingEINTR(path: from, "rename") { Glibc.rename(from, to) }
+    package func rename(_ from: LogPath, to: LogPath) throws {
+        let source = try from.directory.descriptor()
+        let target = try to.directory.descriptor()
+        _ = try retryingEINTR(path: from.path, "rename") { renameat(source, from.name, target, to.name) }
     }
 
-    package func remove(_ path: String) throws {
-        let (result, e) = retryingInterrupts { unlink(path) }
+    package func remove(_ file: LogPath) throws {
+        let directory = try file.directory.descriptor()
+        let (result, e) = retryingInterrupts { unlinkat(directory, file.name, 0) }
         if result != 0 && e != ENOENT {
-            throw BeaconLogError.system(e, path: path, operation: "unlink")
+            throw BeaconLogError.system(e, path: file.path, operation: "unlink")
         }
+    }
+
+    package func syncDirectory(_ directory: LogDirectory) throws {
+        let fd = try directory.descriptor()
+        _ = try retryingEINTR(path: directory.path, "fsync") { fsync(fd) }
     }
 
     package func syncDirectory(_ path: String) throws {
@@ -187,11 +330,17 @@ package struct SystemFileSystem: FileSystem {
         _ = try retryingEINTR(path: path, "fsync") { fsync(fd) }
     }
 
-    package func list(_ directory: String) throws -> [String] {
-        guard let dir = opendir(directory) else {
-            throw BeaconLogError.system(errno, path: directory, operation: "opendir")
+    package func list(_ directory: LogDirectory) throws -> [String] {
+        let fd = try directory.descriptor()
+        let copy = try retryingEINTR(path: directory.path, "dup") { dup(fd) }
+        guard let dir = fdopendir(copy) else {
+            let e = errno
+            Glibc.close(copy)
+            throw BeaconLogError.system(e, path: directory.path, operation: "fdopendir")
         }
         defer { closedir(dir) }
+        // The duplicate shares the original's offset: start from the first entry.
+        rewinddir(dir)
         var names: [String] = []
         while let entry = readdir(dir) {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
@@ -202,14 +351,23 @@ package struct SystemFileSystem: FileSystem {
         return names
     }
 
-    package func fileSize(_ path: String) throws -> UInt64? {
+    package func fileSize(_ file: LogPath) throws -> UInt64? {
+        let directory = try file.directory.descriptor()
         var st = stat()
-        let (result, e) = retryingInterrupts { stat(path, &st) }
+        let (result, e) = retryingInterrupts { fstatat(directory, file.name, &st, AT_SYMLINK_NOFOLLOW) }
         if result != 0 {
             if e == ENOENT { return nil }
-            throw BeaconLogError.system(e, path: path, operation: "stat")
+            throw BeaconLogError.system(e, path: file.path, operation: "stat")
         }
+        if (st.st_mode & S_IFMT) == S_IFLNK { throw BeaconLogError.linkedFile(file.path) }
         return UInt64(st.st_size)
+    }
+
+    package func status(_ directory: LogDirectory) throws -> DirectoryStatus {
+        let fd = try directory.descriptor()
+        var st = stat()
+        _ = try retryingEINTR(path: directory.path, "fstat") { fstat(fd, &st) }
+        return DirectoryStatus(mode: UInt32(st.st_mode) & 0o7777, owner: st.st_uid, group: st.st_gid)
     }
 
     package func makeDirectory(_ path: String) throws -> Bool {
@@ -293,6 +451,24 @@ extension BeaconLogError {
                               cause: SystemCallError(systemCall: operation, errno: e, path: path))
     }
 
+    /// The error for a symbolic link (or, with `hardLinks`, a file with more than one hard link)
+    /// found in place of a file of the log directory: it is neither followed nor written through.
+    package static func linkedFile(_ path: String, hardLinks: Int? = nil) -> BeaconLogError {
+        let what = hardLinks.map { "a file with \($0) hard links (another name elsewhere points at the same data)" } ?? "a symbolic link"
+        return BeaconLogError(
+            .linkedFile,
+            "\(path) is \(what), not a file of its own; Beacon never writes through a link, since whoever planted it could make Beacon overwrite the file it points to. Remove the link (rm \(shellQuoted(path))), check who could write the log directory, and start again",
+            path: path)
+    }
+
+    /// The error for a log directory path whose last component is a symbolic link.
+    package static func linkedDirectory(_ path: String) -> BeaconLogError {
+        BeaconLogError(
+            .linkedFile,
+            "the log directory \(path) is a symbolic link; Beacon opens its directory without following a link, so that the directory cannot be swapped for another. Configure the real path instead (realpath \(shellQuoted(path)))",
+            path: path)
+    }
+
     /// An error for a directory that could not be created, saying what is in the way and what to do.
     package static func directory(_ e: Int32, path: String) -> BeaconLogError {
         let advice: String
@@ -316,4 +492,12 @@ extension BeaconLogError {
         error.message = advice
         return error
     }
+}
+
+/// `text` quoted for a shell, when it needs to be: for commands written into messages.
+package func shellQuoted(_ text: String) -> String {
+    let plain = text.utf8.allSatisfy { b in
+        (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || "/._-+,:=@%".utf8.contains(b)
+    }
+    return plain && !text.isEmpty ? text : "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'"
 }

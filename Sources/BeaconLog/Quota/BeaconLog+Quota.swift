@@ -79,7 +79,7 @@ extension BeaconLog {
     /// `body` gets the open `reader.lock`, to mark the drop in it.
     func excludingAcknowledgements<T>(_ body: (LogFile?) throws -> T) throws -> T {
         guard !canAcknowledge else { return try body(nil) }
-        let file = try fs.open(directory + "/" + LockKind.reader.rawValue + ".lock", .createOrOpen)
+        let file = try fs.open(directory.file(LockKind.reader.rawValue + ".lock"), .createOrOpen)
         defer { fs.close(file) }
         return try DropExclusion.withLock(file) { try body(file) }
     }

@@ -10,7 +10,7 @@ extension BeaconLog {
     /// durable with `fdatasync`; segments are deleted only after that.
     public func acknowledge(through position: LogPosition) throws {
         guard canAcknowledge else {
-            throw BeaconLogError(.invalidArgument, "this log was opened without the reader lock (access \(config.access)); open it with .readWrite or .read to acknowledge", path: directory)
+            throw BeaconLogError(.invalidArgument, "this log was opened without the reader lock (access \(config.access)); open it with .readWrite or .read to acknowledge", path: directory.path)
         }
         let (current, written, durable, newest, readEnd) = try state.withLock { s in
             try checkUsable(s)
@@ -24,13 +24,13 @@ extension BeaconLog {
         if canWrite {
             // A batch's end may already sit at offset 0 of a segment just created: compare by seq.
             if position.seq > written.seq || position.segment > newest || (position.segment == written.segment && position.offset > written.offset) {
-                throw BeaconLogError(.invalidArgument, "cannot acknowledge \(position): the log ends at \(written); acknowledge a batch's end", path: directory)
+                throw BeaconLogError(.invalidArgument, "cannot acknowledge \(position): the log ends at \(written); acknowledge a batch's end", path: directory.path)
             }
             if position > durable { try sync() }
         } else {
             // Another process writes, so only what was read is known to exist.
             guard let readEnd, position.seq <= readEnd.seq, !(readEnd < position) else {
-                throw BeaconLogError(.invalidArgument, "cannot acknowledge \(position): this reader has read only up to \(readEnd.map { "\($0)" } ?? "nothing"); acknowledge a batch's end", path: directory)
+                throw BeaconLogError(.invalidArgument, "cannot acknowledge \(position): this reader has read only up to \(readEnd.map { "\($0)" } ?? "nothing"); acknowledge a batch's end", path: directory.path)
             }
         }
         // The checkpoint's fdatasync holds only the checkpoint writer's lock: reads (the next

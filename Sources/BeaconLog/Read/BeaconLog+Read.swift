@@ -248,7 +248,7 @@ extension BeaconLog {
     func writerHoldsTheLog() throws -> Bool {
         let file: LogFile
         do {
-            file = try fs.open(directory + "/" + LockKind.writer.rawValue + ".lock", .read)
+            file = try fs.open(directory.file(LockKind.writer.rawValue + ".lock"), .read)
         } catch let error as BeaconLogError where error.errno == ENOENT {
             return false
         }

@@ -29,7 +29,7 @@ extension BeaconLog {
             let count = Int(min(UInt64(want), limit - position.offset))
             if count <= 0 { return nil }
             guard let file = try readingFile(position.segment, io: &io) else {
-                throw BeaconLogError.system(ENOENT, path: path(ofSegment: position.segment), operation: "open")
+                throw BeaconLogError.system(ENOENT, path: path(ofSegment: position.segment).path, operation: "open")
             }
             var failure: (any Error)?
             let bytes = [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in

@@ -25,15 +25,15 @@ enum Recovery {
         var damaged = false
     }
 
-    static func open(directory: String, fs: any FileSystem, canWrite: Bool, canAcknowledge: Bool) throws -> Opened {
+    static func open(directory: LogDirectory, fs: any FileSystem, canWrite: Bool, canAcknowledge: Bool) throws -> Opened {
         let names = try fs.list(directory)
         var segments: [SegmentInfo] = []
         for number in names.compactMap(SegmentName.parse).sorted() {
-            let size = try fs.fileSize(directory + "/" + SegmentName.fileName(number)) ?? 0
+            let size = try fs.fileSize(directory.file(SegmentName.fileName(number))) ?? 0
             segments.append(SegmentInfo(number: number, size: size))
         }
         if canAcknowledge, names.contains(Checkpoint.fileName + ".tmp") {
-            try fs.remove(directory + "/" + Checkpoint.fileName + ".tmp")
+            try fs.remove(directory.file(Checkpoint.fileName + ".tmp"))
         }
         var stats = LogStats()
 
@@ -42,7 +42,7 @@ enum Recovery {
         var newestDamaged = false
         var index = segments.count - 1
         while index >= 0 {
-            let path = directory + "/" + SegmentName.fileName(segments[index].number)
+            let path = directory.file(SegmentName.fileName(segments[index].number))
             let scan = try scanSegment(path: path, fs: fs)
             newestDamaged = scan.damaged || scan.size > scan.validEnd
             if index == segments.count - 1 && canWrite {
@@ -70,7 +70,7 @@ enum Recovery {
         // a seq a reader delivered. Looked at only when the newest segment is damaged, and then
         // only the previous one's tail (64 KiB, more while it holds no record).
         if let newest = lastSeq, newestDamaged, index > 0,
-           let previous = try highestSeqNearEnd(path: directory + "/" + SegmentName.fileName(segments[index - 1].number), fs: fs) {
+           let previous = try highestSeqNearEnd(path: directory.file(SegmentName.fileName(segments[index - 1].number)), fs: fs) {
             lastSeq = max(newest, previous)
         }
 
@@ -83,7 +83,7 @@ enum Recovery {
         if canAcknowledge {
             let gone = segments.filter { $0.number < position.segment && $0.number != segments.last?.number }
             for segment in gone {
-                try fs.remove(directory + "/" + SegmentName.fileName(segment.number))
+                try fs.remove(directory.file(SegmentName.fileName(segment.number)))
             }
             if !gone.isEmpty {
                 try fs.syncDirectory(directory)
@@ -114,7 +114,7 @@ enum Recovery {
     }
 
     /// Reads a segment and finds its last valid record.
-    static func scanSegment(path: String, fs: any FileSystem) throws -> Scan {
+    static func scanSegment(path: LogPath, fs: any FileSystem) throws -> Scan {
         let file = try fs.open(path, .read)
         defer { fs.close(file) }
         let bytes = try fs.readAll(file)
@@ -134,7 +134,7 @@ enum Recovery {
 
     /// The highest seq among the valid records at the end of a segment: its last 64 KiB, four
     /// times more while they hold no valid record.
-    static func highestSeqNearEnd(path: String, fs: any FileSystem) throws -> UInt64? {
+    static func highestSeqNearEnd(path: LogPath, fs: any FileSystem) throws -> UInt64? {
         let file = try fs.open(path, .read)
         defer { fs.close(file) }
         let size = try fs.size(file)

@@ -12,15 +12,22 @@
 ///
 /// The rules:
 /// - 2xx delivers a segment. 413 (`split`) and 400/422 (`reject`) halve it; a single event still
-///   refused is set aside at once: the collector said so.
+///   too large is set aside at once. A single event refused (400/422) is set aside only with proof
+///   that the collector accepts other data from this client now (a 2xx in this pass): until then
+///   the segments after it are sent as probes. A collector that refuses everything (nginx's "400
+///   No required SSL certificate was sent", `http://` to an https port) is a configuration
+///   problem, not bad data: after ``failureBudget`` refusals without a 2xx the pass pauses, and
+///   nothing is set aside.
 /// - A retryable answer (5xx, 408, 429, timeout, network error) ends the pass, which is retried
 ///   later with backoff, until `isolateAfter` passes at this batch have failed. From then on the
 ///   batch is isolated: a failing segment with only failed single events before it is halved,
 ///   depth first, in order; when the front is a single event that failed, the segments after it
 ///   are sent as probes. A 2xx proves the collector up; a single event that has failed
 ///   `isolateAfter` times while the collector is proven up is set aside with the answer it got,
-///   and each set-aside uses up the proof. While nothing succeeds (an outage) nothing is set
-///   aside: after a bounded number of failures (``failureBudget``) the pass stops and is retried
+///   and each set-aside uses up the proof. Only answers of this pass count towards that: failures
+///   recorded by an earlier run, failures without an answer (connection refused, a timeout: they
+///   also end the proof) and failures in a pass that never proved the collector up count for
+///   nothing. While nothing succeeds (an outage) nothing is set aside: after a bounded number of failures (``failureBudget``) the pass stops and is retried
 ///   with backoff, starting again at the front, so events are delivered in order when the
 ///   collector comes back.
 /// - Any other answer (`pause`: 401, 403, 404, other 4xx) ends the pass and keeps everything.
@@ -73,6 +80,9 @@ struct DeliveryStateMachine: Sendable {
         case retry(Answer)
         /// A configuration problem: pause with backoff, report, keep everything.
         case pause(Answer)
+        /// Every request of the pass, down to single events, was refused (400, 422) and none
+        /// accepted: the collector refuses this client, not its data. Pause as for ``pause(_:)``.
+        case refusedEverything(Answer)
     }
 
     enum Action: Equatable, Sendable {
@@ -87,13 +97,22 @@ struct DeliveryStateMachine: Sendable {
     }
 
     struct Segment: Equatable, Sendable {
-        enum State: Equatable, Sendable { case untried, failed, delivered, setAside(SetAside) }
+        enum State: Equatable, Sendable {
+            case untried, failed, delivered, setAside(SetAside)
+            /// A single event refused (400, 422) before anything proved the collector up: set
+            /// aside at the next 2xx of the pass, sent again in the next pass.
+            case refused(SetAside)
+        }
         var range: Range<Int>
         var state: State = .untried
         /// Times this exact range was sent.
         var sends = 0
-        /// Retryable answers for this exact range, in a row.
+        /// Retryable answers for this exact range, in a row, that count towards setting it aside:
+        /// received while the collector was proven up (or followed by a 2xx in the same pass).
         var failures = 0
+        /// Retryable answers for this range in this pass not yet followed by a 2xx: they count
+        /// once one comes, and for nothing if the pass ends first.
+        var unprovenFailures = 0
         /// The last retryable answer for this range.
         var lastAnswer: Answer?
     }
@@ -108,8 +127,11 @@ struct DeliveryStateMachine: Sendable {
     private(set) var committed = 0
     /// Passes at this batch that ended with a retryable failure.
     private(set) var failedPasses: Int
-    /// A 2xx came since the batch was isolated or since the last event was set aside.
+    /// A 2xx came in this pass, since the batch was isolated, since the last event was set aside
+    /// as failing and since the last request that got no answer.
     private(set) var proven = false
+    /// The last pass ended with every request refused (``Stop/refusedEverything(_:)``).
+    private(set) var refusedEverything = false
     /// Retryable answers in this pass since the last 2xx.
     private(set) var failuresWithoutProof = 0
     /// The segment being sent, awaiting ``received(_:)``.
@@ -124,16 +146,21 @@ struct DeliveryStateMachine: Sendable {
     ///     earlier process, from `delivery.inflight`): the first send's `X-Beacon-Retry`.
     ///   - earlierFailures: passes at the batch that ended with a retryable answer. Only answers
     ///     count: a send whose answer was never seen (the process was killed) is no evidence
-    ///     against the batch, so a crash loop re-sends the batch whole, with the same key.
+    ///     against the batch, so a crash loop re-sends the batch whole, with the same key. They
+    ///     resume the isolation (the bisection), never count towards setting an event aside.
     ///   - isolateAfter: failed passes at the batch before it is isolated.
-    init(count: Int, earlierSends: Int = 0, earlierFailures: Int = 0, isolateAfter: Int) {
+    ///   - proven: a 2xx of this process's current pass proved the collector up before this
+    ///     machine was made (an earlier machine for the same events whose commit failed on
+    ///     storage, not on the collector).
+    init(count: Int, earlierSends: Int = 0, earlierFailures: Int = 0, isolateAfter: Int, proven: Bool = false) {
         precondition(count > 0, "a batch holds at least one event")
         precondition(isolateAfter > 0, "isolateAfter must be positive")
         self.count = count
         self.isolateAfter = isolateAfter
         self.failedPasses = earlierFailures
-        self.segments = [Segment(range: 0..<count, sends: earlierSends, failures: earlierFailures)]
+        self.segments = [Segment(range: 0..<count, sends: earlierSends)]
         if isolating { beginIsolation() }
+        self.proven = proven
     }
 
     /// True once `isolateAfter` passes at this batch have failed.
@@ -163,6 +190,13 @@ struct DeliveryStateMachine: Sendable {
     /// batch the collector kept failing, and only such a batch.
     var resumeFailures: Int { failedPasses }
 
+    /// Whether an event waits for a 2xx that this batch may not be able to give (an isolated
+    /// batch not proven, or an event refused without proof): the uploader reads a longer batch
+    /// when more events are pending, so that the events after it can prove the collector up.
+    var awaitsProof: Bool {
+        !proven && (isolating || refusedEverything || segments.contains { if case .refused = $0.state { true } else { false } })
+    }
+
     // MARK: Decisions
 
     /// What to do next. After a `.send`, call ``received(_:)`` before asking again.
@@ -177,6 +211,17 @@ struct DeliveryStateMachine: Sendable {
             }
             guard let front = segments.first else { return .finished }
             if front.state == .untried { return send(0) }
+            if case .refused(let aside) = front.state {
+                // Refused before anything proved the collector up (a 2xx makes it a set-aside).
+                if failuresWithoutProof < failureBudget, let probe = segments.firstIndex(where: { $0.state == .untried }) {
+                    return send(probe)
+                }
+                // Everything this pass sent was refused: the collector refuses this client, not
+                // this data. Keep everything and pause, as for 401.
+                endPass()
+                refusedEverything = true
+                return .stop(.refusedEverything(aside.answer))
+            }
             // The front failed with a retryable answer: only an isolated batch gets here (a batch
             // not isolated ends its pass at the first such answer).
             guard isolating else {
@@ -217,19 +262,42 @@ struct DeliveryStateMachine: Sendable {
             segments[i].state = .delivered
             segments[i].failures = 0
             proven = true
+            refusedEverything = false
             failuresWithoutProof = 0
-        case .split, .reject:
+            // The collector accepts data from this client now: what it refused or failed earlier
+            // in this pass was about the data.
+            for j in segments.indices {
+                if case .refused(let aside) = segments[j].state { segments[j].state = .setAside(aside) }
+                segments[j].failures += segments[j].unprovenFailures
+                segments[j].unprovenFailures = 0
+            }
+        case .split:
             if segments[i].range.count > 1 {
                 halve(i)
             } else {
-                let reason: SetAside.Reason = verdict == .split ? .tooLarge : .refused
-                segments[i].state = .setAside(SetAside(index: segments[i].range.lowerBound, reason: reason, answer: answer))
+                segments[i].state = .setAside(SetAside(index: segments[i].range.lowerBound, reason: .tooLarge, answer: answer))
+            }
+        case .reject:
+            if !proven { failuresWithoutProof += 1 }
+            if segments[i].range.count > 1 {
+                halve(i)
+            } else {
+                let aside = SetAside(index: segments[i].range.lowerBound, reason: .refused, answer: answer)
+                segments[i].state = proven ? .setAside(aside) : .refused(aside)
             }
         case .retry:
             segments[i].state = .failed
-            segments[i].failures += 1
             segments[i].lastAnswer = answer
             failuresWithoutProof += 1
+            if answer.status == nil {
+                // No answer (connection refused, reset, a timeout): the collector is not provably
+                // up now, and this is no evidence against the events.
+                proven = false
+            } else if proven {
+                segments[i].failures += 1
+            } else {
+                segments[i].unprovenFailures += 1
+            }
             if !isolating {
                 pendingStop = .retry(answer)
             } else if segments[i].range.count > 1 && segments[..<i].allSatisfy({ $0.state == .failed && $0.range.count == 1 }) {
@@ -292,8 +360,16 @@ struct DeliveryStateMachine: Sendable {
     /// counts towards isolating the batch.
     private mutating func endPass() {
         failuresWithoutProof = 0
+        // The next pass proves the collector up again before anything is set aside.
+        proven = false
         let retryable = segments.contains { $0.state == .failed }
-        for i in segments.indices where segments[i].state == .failed { segments[i].state = .untried }
+        for i in segments.indices {
+            segments[i].unprovenFailures = 0
+            switch segments[i].state {
+            case .failed, .refused: segments[i].state = .untried
+            default: break
+            }
+        }
         guard retryable else { return }
         let wasIsolating = isolating
         failedPasses += 1

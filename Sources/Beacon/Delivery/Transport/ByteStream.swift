@@ -11,6 +11,10 @@ enum StreamResult {
     case failed(Int32)
     /// TLS failed: the handshake, a certificate, or a record.
     case tls(TLSFailure)
+    /// The peer closed the TCP connection without TLS's close_notify: the bytes read so far may
+    /// not be all that was sent (a close can be forged), so an answer that runs until the close is
+    /// incomplete, not ended (RFC 9112 §9.8).
+    case truncated
 }
 
 /// The bytes of one connection as ``SocketConnection`` reads and writes them: the plain socket

@@ -341,6 +341,7 @@ final class SocketConnection: @unchecked Sendable {
             case .wait(let events): try wait(on: fd, for: events, deadline: deadline, isCancelled: isCancelled)
             case .failed(let code): throw .system("TLS handshake", code)
             case .tls(let failure): throw .tls(failure)
+            case .truncated: throw .tls(TLSFailure(message: "the TLS handshake with \(host):\(port) failed: the server closed the connection", isConfiguration: false))
             }
         }
     }
@@ -378,7 +379,15 @@ final class SocketConnection: @unchecked Sendable {
                 }
             }
             switch result {
-            case .done(let n): sent += n
+            case .done(let n) where n > 0: sent += n
+            case .done, .truncated:
+                // Nothing moved (a TLS write after the peer closed): an answer it sent first is
+                // read, else the request failed; never a loop that writes nothing.
+                do {
+                    return try receive(deadline: deadline, isCancelled: isCancelled, waiting: true)
+                } catch .closedBeforeAnswer(nil) {
+                    throw .closedBeforeAnswer(EPIPE)
+                }
             case .wait(let events):
                 let ready = try wait(on: fd, for: events | Int16(POLLIN), deadline: deadline, isCancelled: isCancelled)
                 if ready & Int16(POLLIN) != 0, events & Int16(POLLIN) == 0, let answer = try receive(deadline: deadline, isCancelled: isCancelled, waiting: false) {
@@ -433,6 +442,9 @@ final class SocketConnection: @unchecked Sendable {
             case .wait(let events):
                 guard waiting else { return nil }
                 try wait(on: fd, for: events, deadline: deadline, isCancelled: isCancelled)
+            case .truncated where !parser.receivedAny: throw .closedBeforeAnswer(nil)
+            case .truncated:
+                throw .malformed("the connection was closed without TLS close_notify before the answer was complete (its end cannot be trusted, RFC 9112 §9.8)")
             case .failed(let code) where code == ECONNRESET && !parser.receivedAny: throw .closedBeforeAnswer(ECONNRESET)
             case .failed(let code): throw .system("recv", code)
             case .tls(let failure): throw .tls(failure)

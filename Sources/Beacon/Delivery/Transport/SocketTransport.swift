@@ -82,6 +82,13 @@ public final class SocketTransport: Transport {
         queue.sync { connection.opened }
     }
 
+    /// Closes the open connection (TLS says goodbye and frees its state) on the calling thread,
+    /// after the request in progress, if any. A later request opens a new one. Call it before the
+    /// process exits, so that no deinitializer on another thread runs OpenSSL during `exit`.
+    package func close() {
+        queue.sync { connection.disconnect() }
+    }
+
     public func send(_ request: TransportRequest) async throws -> TransportResponse {
         let endpoint = try endpoint(for: request.url)
         let exchange = SocketExchange(waker: connection.waker, live: live)

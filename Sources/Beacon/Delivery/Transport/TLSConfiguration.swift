@@ -1,8 +1,8 @@
 /// How ``SocketTransport`` verifies an `https://` collector and, for mutual TLS, proves who it is.
 ///
 /// Verification is always on: the collector's certificate must chain to a trusted CA, be valid
-/// now, and name the URL's host (a DNS or IP subject alternative name); TLS 1.2 is the oldest
-/// version spoken. There is no switch to turn that off. A collector behind a private CA is trusted
+/// now, and name the URL's host (a DNS or IP subject alternative name; a CN alone is refused);
+/// TLS 1.2 is the oldest version spoken. There is no switch to turn that off. A collector behind a private CA is trusted
 /// by naming its CA here, not by trusting anything.
 ///
 /// ```swift

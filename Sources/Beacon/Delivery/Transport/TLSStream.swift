@@ -177,15 +177,22 @@ final class TLSStream: ByteStream {
         peer = TLSPeerName(host: host)
         key = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
         ERR_clear_error()
-        guard let method = socketMethod, let ssl = SSL_new(context.context), let bio = beacon_bio_new(method, fd) else {
-            throw TLSFailure(message: "cannot set up TLS: \(TLSContext.lastError() ?? "out of memory")", isConfiguration: false)
+        func setUpFailed() -> TLSFailure {
+            TLSFailure(message: "cannot set up TLS: \(TLSContext.lastError() ?? "out of memory")", isConfiguration: false)
         }
+        guard let method = socketMethod, let ssl = SSL_new(context.context) else { throw setUpFailed() }
+        guard let bio = beacon_bio_new(method, fd) else {
+            SSL_free(ssl)
+            throw setUpFailed()
+        }
+        // From here `deinit` frees the SSL (and the BIO it owns), also when a check below throws.
         self.ssl = ssl
         SSL_set_bio(ssl, bio, bio)
         SSL_set_connect_state(ssl)
+        // Names are checked against subjectAltName only, never a CN.
+        X509_VERIFY_PARAM_set_hostflags(SSL_get0_param(ssl), beacon_host_check_flags())
         switch peer {
         case .dns(let name):
-            SSL_set_hostflags(ssl, UInt32(X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS))
             guard SSL_set1_host(ssl, name) == 1, beacon_SSL_set_tlsext_host_name(ssl, name) == 1 else {
                 throw TLSFailure(message: "'\(name)' cannot be checked against a certificate", isConfiguration: true)
             }
@@ -226,7 +233,7 @@ final class TLSStream: ByteStream {
         case SSL_ERROR_SYSCALL where code != 0:
             broken = true
             return .failed(code)
-        case SSL_ERROR_SSL:
+        case SSL_ERROR_SSL where !Self.closedWithoutGoodbye():
             broken = true
             return .tls(describe(during: true))
         default:
@@ -302,7 +309,11 @@ final class TLSStream: ByteStream {
         case SSL_ERROR_ZERO_RETURN: return .done(0)
         case SSL_ERROR_SYSCALL:
             broken = true
-            return code == 0 ? .done(0) : .failed(code)
+            return code == 0 ? .truncated : .failed(code)
+        case SSL_ERROR_SSL where Self.closedWithoutGoodbye():
+            broken = true
+            ERR_clear_error()
+            return .truncated
         case SSL_ERROR_SSL:
             broken = true
             return .tls(describe(during: false))
@@ -310,6 +321,12 @@ final class TLSStream: ByteStream {
             broken = true
             return .tls(TLSFailure(message: "TLS with \(key) failed", isConfiguration: false))
         }
+    }
+
+    /// Whether the last `SSL_ERROR_SSL` is the peer closing TCP without close_notify (the BIO
+    /// reports the end, `BIO_CTRL_EOF`): a broken connection, not a refusal.
+    private static func closedWithoutGoodbye() -> Bool {
+        ERR_GET_REASON(ERR_peek_last_error()) == SSL_R_UNEXPECTED_EOF_WHILE_READING
     }
 
     /// What the last `SSL_ERROR_SSL` was: the verification result when a certificate failed,

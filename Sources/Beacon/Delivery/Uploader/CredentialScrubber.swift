@@ -6,17 +6,25 @@ import Foundation
 /// a diagnostic, the stats or `rejected.jsonl`.
 ///
 /// The credentials are every configured header value (header values are never shown; for
-/// `Bearer …`-style values the token alone too), and the URL's user, password and query values,
-/// as written and percent-decoded. Values shorter than ``minimumLength`` are left: they are not
-/// credentials, and masking every `1` or `en` would garble the text.
+/// `Bearer …`-style values the token alone too) and the URL's user and password, masked wherever
+/// they appear, and the URL's query values, masked where they appear as values (`name=value`,
+/// `"name":"value"`): a query value is often a plain word (`?src=chaos`), and the same word in
+/// the collector's own words ("chaos says 503") is not a credential. All as written and
+/// percent-decoded. Values shorter than ``minimumLength`` are left: they are not credentials, and
+/// masking every `1` or `en` would garble the text.
 struct CredentialScrubber: Sendable {
     static let minimumLength = 4
 
-    /// Longest first, so that a value holding another is masked whole.
+    /// Masked wherever they appear; longest first, so that a value holding another is masked whole.
     let secrets: [String]
+    /// The URL's query values, masked only after `=` or `:` (``valuePrefixes``); longest first.
+    let queryValues: [String]
+    /// What comes before a value: `name=value`, `"name":"value"`, `"name": "value"`.
+    static let valuePrefixes = ["=", "\":\"", "\": \""]
 
     init(configuration: DeliveryConfiguration) {
         var found: Set<String> = []
+        var query: Set<String> = []
         for value in configuration.headers.values {
             let value = value.trimmingCharacters(in: .whitespaces)
             found.insert(value)
@@ -25,11 +33,12 @@ struct CredentialScrubber: Sendable {
             }
         }
         if let url = URLComponents(url: configuration.url, resolvingAgainstBaseURL: false) {
-            let query = (url.queryItems ?? []) + (url.percentEncodedQueryItems ?? [])
-            let values = [url.user, url.password, url.percentEncodedUser, url.percentEncodedPassword] + query.map(\.value)
-            found.formUnion(values.compactMap { $0 })
+            let items = (url.queryItems ?? []) + (url.percentEncodedQueryItems ?? [])
+            found.formUnion([url.user, url.password, url.percentEncodedUser, url.percentEncodedPassword].compactMap { $0 })
+            query.formUnion(items.compactMap(\.value))
         }
         secrets = found.filter { $0.count >= Self.minimumLength }.sorted { $0.count > $1.count }
+        queryValues = query.subtracting(found).filter { $0.count >= Self.minimumLength }.sorted { $0.count > $1.count }
     }
 
     /// `text` with every credential replaced by `***`.
@@ -38,6 +47,11 @@ struct CredentialScrubber: Sendable {
         for secret in secrets where text.contains(secret) {
             text = text.replacingOccurrences(of: secret, with: RedactedURL.mask)
         }
+        for value in queryValues where text.contains(value) {
+            for prefix in Self.valuePrefixes {
+                text = text.replacingOccurrences(of: prefix + value, with: prefix + RedactedURL.mask)
+            }
+        }
         return text
     }
 
@@ -45,7 +59,7 @@ struct CredentialScrubber: Sendable {
     /// whole body is masked before the cut: masking shortens the text, so a credential cut off
     /// past any window could move into the excerpt. Only answers that are reported are read so.
     func excerpt(_ body: [UInt8], limit: Int) -> String {
-        guard !secrets.isEmpty else { return AnswerExcerpt.text(body, limit: limit) }
+        guard !secrets.isEmpty || !queryValues.isEmpty else { return AnswerExcerpt.text(body, limit: limit) }
         return AnswerExcerpt.text(Array(scrub(String(decoding: body, as: UTF8.self)).utf8), limit: limit)
     }
 }

@@ -10,12 +10,19 @@ import Synchronization
 /// neither; a failed append leaves the file as it was, so a retry does not write a line twice.
 struct RejectedFile {
     static let fileName = "rejected.jsonl"
-    let path: String
+    /// The file, reached through the log directory's descriptor.
+    let location: LogPath
+    var path: String { location.path }
     let fileSystem: any FileSystem
 
-    init(directory: String, fileSystem: any FileSystem) {
-        path = directory + "/" + Self.fileName
+    /// The file in `directory`, reached through its descriptor (a link there is refused).
+    init(directory: LogDirectory, fileSystem: any FileSystem) {
+        location = directory.file(Self.fileName)
         self.fileSystem = fileSystem
+    }
+
+    init(directory: String, fileSystem: any FileSystem) {
+        self.init(directory: LogDirectory(directory), fileSystem: fileSystem)
     }
 
     struct Entry {
@@ -37,7 +44,7 @@ struct RejectedFile {
             bytes.append(contentsOf: entry.record)
             bytes.append(contentsOf: "}\n".utf8)
         }
-        try fileSystem.appendDurably(path, bytes)
+        try fileSystem.appendDurably(location, bytes)
     }
 }
 
@@ -70,17 +77,24 @@ final class InflightFile: Sendable {
     /// The record's size, one page (a kill -9 cannot tear it): room for `capacity` lines of four
     /// 20-digit numbers and a boot id, and the joined counts of ``Uploader/maxOutstandingBatches``.
     static let recordSize = 4096
-    let path: String
+    /// The file, reached through the log directory's descriptor.
+    let location: LogPath
+    var path: String { location.path }
     let fileSystem: any FileSystem
     /// This boot's id: accepted ranges saved under another are not trusted.
     let bootID: String
     /// The open file, and how many bytes of its record hold lines (the rest are spaces already).
     private let file = Mutex<(open: LogFile?, used: Int)>((nil, InflightFile.recordSize))
 
-    init(directory: String, fileSystem: any FileSystem, bootID: String = InflightFile.currentBootID) {
-        path = directory + "/" + Self.fileName
+    /// The file in `directory`, reached through its descriptor (a link there is refused).
+    init(directory: LogDirectory, fileSystem: any FileSystem, bootID: String = InflightFile.currentBootID) {
+        location = directory.file(Self.fileName)
         self.fileSystem = fileSystem
         self.bootID = bootID
+    }
+
+    convenience init(directory: String, fileSystem: any FileSystem, bootID: String = InflightFile.currentBootID) {
+        self.init(directory: LogDirectory(directory), fileSystem: fileSystem, bootID: bootID)
     }
 
     /// `/proc/sys/kernel/random/boot_id` without its dashes (32 hex digits), new at every boot; a
@@ -116,7 +130,7 @@ final class InflightFile: Sendable {
     /// The ranges saved, oldest first; empty when there is no file or it cannot be read, or holds a
     /// number out of range (the next batch is then cut afresh).
     func load() -> [Range] {
-        guard let bytes = (try? fileSystem.contents(ofFile: path)) ?? nil else { return [] }
+        guard let bytes = (try? fileSystem.contents(ofFile: location)) ?? nil else { return [] }
         var ranges: [Range] = []
         for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
             let parts = line.split(separator: " ")
@@ -190,7 +204,7 @@ final class InflightFile: Sendable {
         }
         try file.withLock { state in
             if state.open == nil {
-                let opened = try fileSystem.open(path, .createOrOpen)
+                let opened = try fileSystem.open(location, .createOrOpen)
                 do {
                     // A file of an earlier version may be shorter or longer.
                     try fileSystem.truncate(opened, to: UInt64(Self.recordSize))

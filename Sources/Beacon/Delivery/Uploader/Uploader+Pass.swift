@@ -100,18 +100,25 @@ extension Uploader {
         let readFrom = acknowledging.last.map { max($0.end, log.checkpoint) }
         let checkpoint = readFrom ?? log.checkpoint
         var earlierPasses = 0
+        var growing = false
+        // A commit that failed on storage (not on the collector) keeps the pass's proof that the
+        // collector accepts this client's data: the batch read again does not re-send a probe.
+        var provenBeforeBreak = false
         if let session = current {
+            provenBeforeBreak = session.broken && session.machine.proven
             current = nil
             // Unless a commit failed, or the quota deleted the batch under us.
             if !session.broken && session.checkpointSeq == checkpoint.seq {
-                // An isolated batch too short to prove the collector up grows when more is pending.
+                // A batch too short to prove the collector up (isolated, or holding an event
+                // refused without proof) grows when more is pending.
                 let left = UInt64(session.batch.count - 1 - session.ackedThrough)
                 let wanted = configuration.eventsPerRequest(pending: pendingEvents)
-                guard session.machine.isolating, !session.machine.proven, left < UInt64(wanted), pendingEvents > left else {
+                guard session.machine.awaitsProof, left < UInt64(wanted), pendingEvents > left else {
                     current = session
                     return session
                 }
                 earlierPasses = session.machine.failedPasses
+                growing = true
             }
         }
         if !inflightLoaded {
@@ -126,7 +133,8 @@ extension Uploader {
         var batch: LogBatch
         var payload: RequestBuilder.Payload?
         var earlierSends = earlierPasses, earlierFailures = earlierPasses
-        if earlierPasses == 0, let range = savedInflight, range.firstSeq == checkpoint.seq {
+        // Not when growing: the range recorded is the short batch that could not prove the collector up.
+        if !growing, let range = savedInflight, range.firstSeq == checkpoint.seq {
             batch = try await onIO { try log.read(from: readFrom, maxRecords: range.count, maxBytes: Int.max) }
             earlierSends = range.sends
             earlierFailures = range.failures
@@ -159,7 +167,8 @@ extension Uploader {
             count: sendable.count,
             earlierSends: sendable.count == batch.count ? earlierSends : 0,
             earlierFailures: sendable.count == batch.count ? earlierFailures : 0,
-            isolateAfter: configuration.isolateAfterFailures)
+            isolateAfter: configuration.isolateAfterFailures,
+            proven: provenBeforeBreak)
         return Session(batch: batch, sendable: sendable, machine: machine, payload: sendable.count == batch.count ? payload : nil)
     }
 
@@ -207,7 +216,8 @@ extension Uploader {
         var sent = 0
         while true {
             if Task.isCancelled { return (sent, .deadline) }
-            switch session.machine.nextAction() {
+            let action = session.machine.nextAction()
+            switch action {
             case .finished:
                 return (sent, nil)
 
@@ -253,20 +263,27 @@ extension Uploader {
                 } else {
                     message = "sending \(count) events to \(RedactedURL(configuration.url)) failed: \(answer.detail); they stay stored and are retried"
                 }
-                return (sent, .failed(fail(Self.error(.transient, message, answer: answer), retryAfter: answer.retryAfter)))
+                let error = Self.error(.transient, message, answer: answer)
+                observePause(answer.status.map { "HTTP \($0)" } ?? answer.detail, error: error)
+                return (sent, .failed(fail(error, retryAfter: answer.retryAfter)))
 
-            case .stop(.pause(let answer)):
+            case .stop(.pause(let answer)), .stop(.refusedEverything(let answer)):
                 guard let status = answer.status else {
                     // No answer: TLS refused the collector (the detail names the check and host).
                     let message = "\(answer.detail); delivery is paused with backoff and every event is kept (\(pendingEvents) pending). Fix the TLS configuration (CA, client certificate) or the collector's certificate"
                     let error = Self.error(.configuration, message, answer: answer)
                     if counters.paused != "TLS" { diagnostics(message, error) }
+                    observePause("TLS: \(answer.detail)", error: error, announced: counters.paused != "TLS")
                     counters.paused = "TLS"
                     return (sent, .failed(fail(error, retryAfter: nil)))
                 }
-                let message = "\(RedactedURL(configuration.url)) answered \(status)\(Self.hint(status))\(Self.quote(answer.detail)); delivery is paused with backoff and every event is kept (\(pendingEvents) pending). Fix the collector URL or credentials"
+                let message = action == .stop(.refusedEverything(answer))
+                    ? "\(RedactedURL(configuration.url)) answered \(status)\(Self.quote(answer.detail)) to every request, down to single events, and accepted none: the collector refuses this client, not its data (a client certificate it requires? http:// to an https port? a proxy?); no event was set aside, delivery is paused with backoff and every event is kept (\(pendingEvents) pending). Fix the collector URL, TLS or proxy settings"
+                    : "\(RedactedURL(configuration.url)) answered \(status)\(Self.hint(status))\(Self.quote(answer.detail)); delivery is paused with backoff and every event is kept (\(pendingEvents) pending). Fix the collector URL or credentials"
                 let error = Self.error(.configuration, message, answer: answer)
-                if counters.paused == nil || counters.lastStatus != status { diagnostics(message, error) }
+                let announce = counters.paused == nil || counters.lastStatus != status
+                if announce { diagnostics(message, error) }
+                observePause("HTTP \(status)", error: error, announced: announce)
                 counters.paused = "HTTP \(status)"
                 return (sent, .failed(fail(error, retryAfter: answer.retryAfter)))
 

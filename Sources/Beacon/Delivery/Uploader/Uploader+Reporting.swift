@@ -43,7 +43,7 @@ extension Uploader {
 
     func counted(delivered events: Int) {
         counters.sentEvents += UInt64(events)
-        if counters.paused != nil { diagnostics("delivery to \(RedactedURL(configuration.url)) resumed", nil) }
+        observeDelivery(events: events)
         counters.consecutiveFailures = 0
         counters.paused = nil
         counters.lastError = nil

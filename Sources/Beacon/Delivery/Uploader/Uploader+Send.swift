@@ -7,6 +7,7 @@ extension Uploader {
         if retry > 0 { counters.retries += 1 }
         let sentAt = nowMillis
         let request = requests.request(records: records, seqs: seqs, crcs: crcs, payload: payload, sentAt: sentAt, retry: retry, timeout: timeout)
+        observeSending(events: records.count)
         let started = time.now()
         let result: Result<TransportResponse, TransportError>
         do {
@@ -19,6 +20,7 @@ extension Uploader {
             result = .failure(TransportError(.network, "\(error)"))
         }
         let elapsed = time.now() - started
+        observeAnswer(result, events: records.count, elapsed: elapsed)
         let receivedAt = nowMillis
         if case .success(let response) = result {
             counters.lastStatus = response.status

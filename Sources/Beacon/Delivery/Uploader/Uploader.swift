@@ -49,6 +49,8 @@ public actor Uploader {
     let wallClock: @Sendable () -> Date
     /// Reports a sentence, with the failure behind it (nil when delivery resumed).
     let diagnostics: @Sendable (String, DeliveryError?) -> Void
+    /// The diagnostics handler itself, for reports with a subject and severity of their own.
+    let report: @Sendable (BeaconDiagnostic) -> Void
     /// Masks the configured credentials out of answers and transport messages.
     let credentials: CredentialScrubber
     let rejectedFile: RejectedFile
@@ -88,6 +90,8 @@ public actor Uploader {
     }
 
     var counters = DeliveryStats()
+    /// Answers by class, request durations, requests in flight, pauses (Uploader+Metrics.swift).
+    var observed = DeliveryObservations()
     /// Callers waiting for the result of the flush that runs or is queued.
     var flushJoiners: [CheckedContinuation<FlushResult, Never>] = []
     /// The shutdown waiting for the running pass or flush to end.
@@ -150,9 +154,10 @@ public actor Uploader {
         self.time = MonotonicTime(clock)
         self.wallClock = now
         self.diagnostics = { diagnostics(BeaconDiagnostic(kind: .delivery, deliveryError: $1, message: $0)) }
+        self.report = diagnostics
         self.credentials = CredentialScrubber(configuration: configuration)
-        self.rejectedFile = RejectedFile(directory: log.configuration.directory, fileSystem: log.configuration.fileSystem)
-        self.inflightFile = InflightFile(directory: log.configuration.directory, fileSystem: log.configuration.fileSystem)
+        self.rejectedFile = RejectedFile(directory: log.directory, fileSystem: log.configuration.fileSystem)
+        self.inflightFile = InflightFile(directory: log.directory, fileSystem: log.configuration.fileSystem)
         self.requests = RequestBuilder(configuration: configuration)
         self.scheduling = Mutex(Scheduling(machine: UploaderScheduler(bulkSize: configuration.flushBulkSize, interval: configuration.effectiveFlushInterval)))
         quotaDrops.opened(log)

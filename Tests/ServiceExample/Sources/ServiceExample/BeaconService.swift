@@ -16,11 +16,15 @@ struct BeaconService: Service {
 enum BeaconLogging {
     /// A bridge from Beacon's diagnostics to swift-log. Beacon rate-limits them at the source
     /// (the same diagnostic at most once per `diagnosticsInterval`, 10 s), so a stalled disk
-    /// dropping thousands of events makes one warning, then one per interval with the count.
+    /// dropping thousands of events makes one error, then one per interval with the count; a state
+    /// change (delivery paused/resumed, writer stalled/recovered, quota 80/100 %) is one line each.
     static func diagnostics(to logger: Logger) -> @Sendable (BeaconDiagnostic) -> Void {
         { diagnostic in
-            logger.warning("\(diagnostic.message)", metadata: [
+            // Severity names are swift-log's levels: paused, stalled and the quota at 80 % are
+            // warnings, resumed and recovered notices, losses errors.
+            logger.log(level: Logger.Level(rawValue: diagnostic.severity.rawValue) ?? .warning, "\(diagnostic.message)", metadata: [
                 "beacon.kind": "\(diagnostic.kind)",
+                "beacon.subject": "\(diagnostic.subject ?? "")",
                 "beacon.suppressed": "\(diagnostic.suppressed)",
             ])
         }

@@ -9,12 +9,13 @@ import Logging
 enum ReadmeSnippets {
     /// "Diagnostics are rate-limited at the source": the swift-log bridge.
     static func swiftLogBridge(_ config: inout Beacon.Configuration) {
-        let logger = Logger(label: "beacon")
-        config.diagnostics = { diagnostic in
-            logger.warning("\(diagnostic.message)", metadata: [
-                "beacon.kind": "\(diagnostic.kind)", "beacon.suppressed": "\(diagnostic.suppressed)",
-            ])
-        }
+      let logger = Logger(label: "beacon")
+      config.diagnostics = { diagnostic in
+          logger.log(level: Logger.Level(rawValue: diagnostic.severity.rawValue) ?? .warning, "\(diagnostic.message)", metadata: [
+              "beacon.kind": "\(diagnostic.kind)", "beacon.subject": "\(diagnostic.subject ?? "")",
+              "beacon.suppressed": "\(diagnostic.suppressed)",
+          ])
+      }
     }
 
     /// "Configuration from the environment".

@@ -2,6 +2,7 @@
 //
 //   GET /track?id=N  tracks one event ("Request", with the id) and answers "ok N"
 //   GET /ok          answers "ok", tracks nothing
+//   GET /metrics     Beacon's metrics for Prometheus (OpenMetrics when the scraper asks for it)
 //
 // Configuration from the environment: PORT (default 8080), and Beacon's BEACON_DIRECTORY,
 // BEACON_URL, BEACON_HEADERS (Beacon.Configuration.fromEnvironment). SIGTERM or SIGINT stops the
@@ -36,6 +37,14 @@ router.get("/track") { request, _ -> String in
     let id = request.uri.queryParameters.get("id", as: Int.self) ?? -1
     beacon?.track("Request", properties: ["request_id": id, "route": "/track"])   // an Int variable: no .int(id)
     return "ok \(id)"
+}
+
+// The snapshot rendered by Beacon's own renderer (no package dependency, and the same names as
+// `beacon send --metrics`, so one dashboard serves both), on this service's own route.
+router.get("/metrics") { request, _ -> Response in
+    let format = BeaconMetrics.ExpositionFormat(accept: request.headers[.accept])
+    let text = (await beacon.metrics).prometheusText(format)
+    return Response(status: .ok, headers: [.contentType: format.contentType], body: .init(byteBuffer: ByteBuffer(string: text)))
 }
 
 let app = Application(
