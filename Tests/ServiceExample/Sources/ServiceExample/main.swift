@@ -43,6 +43,7 @@ router.get("/track") { request, _ -> String in
 // `beacon send --metrics`, so one dashboard serves both), on this service's own route.
 router.get("/metrics") { request, _ -> Response in
     let format = BeaconMetrics.ExpositionFormat(accept: request.headers[.accept])
+    guard let beacon else { return Response(status: .notFound) }   // WITHOUT_BEACON=1
     let text = (await beacon.metrics).prometheusText(format)
     return Response(status: .ok, headers: [.contentType: format.contentType], body: .init(byteBuffer: ByteBuffer(string: text)))
 }
