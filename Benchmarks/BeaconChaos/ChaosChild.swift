@@ -175,6 +175,16 @@ enum ChildRegistry {
         }
     }
 
+    /// Kills every child still running (the harness is giving up).
+    static func killAll() {
+        lock.withLock { _ in
+            for index in 0..<capacity where pids[index] > 0 {
+                kill(pids[index], SIGCONT)
+                kill(pids[index], SIGKILL)
+            }
+        }
+    }
+
     /// SIGINT, SIGTERM and SIGHUP kill every child, then end the harness with 128 + the signal.
     static func installCleanup() {
         _ = pids

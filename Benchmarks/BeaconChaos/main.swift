@@ -112,6 +112,7 @@ let report: ChaosReport
 do {
     report = try ChaosRun(options, directory: directory).run()
 } catch {
+    ChildRegistry.killAll()
     FileHandle.standardError.write(Data("beacon-chaos: the harness failed: \(error) (data and logs kept in \(directory))\n".utf8))
     exit(70)
 }

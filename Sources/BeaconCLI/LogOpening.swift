@@ -25,6 +25,7 @@ enum LogOpening {
         try requireDirectory(directory, mayCreate: access == .write || access == .readWrite)
         var configuration = BeaconLog.Configuration(directory: directory)
         configuration.access = access
+        configuration.sharing = try sharing()
         configure(&configuration)
         do {
             return try BeaconLog(configuration: configuration)
@@ -33,6 +34,16 @@ enum LogOpening {
             throw CLIError.locked(directory, kind, pid: error.lockHolderPID ?? BeaconLog.lockHolder(kind, directory: directory))
         } catch {
             throw CLIError(wrapping: error)
+        }
+    }
+
+    /// Who besides this user may write the log directory: `BEACON_DIRECTORY_SHARING=group` for a
+    /// directory shared with a group on purpose (mode 0770, any owner), else the owner alone.
+    static func sharing() throws -> BeaconLog.DirectorySharing {
+        switch getenv("BEACON_DIRECTORY_SHARING").map({ String(cString: $0) }) ?? "" {
+        case "", "owner": return .owner
+        case "group": return .group
+        case let other: throw CLIError(.usage, "BEACON_DIRECTORY_SHARING is '\(other)'; use owner (the default: the directory is this user's alone) or group (a directory its group may write)")
         }
     }
 

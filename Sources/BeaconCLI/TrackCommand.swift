@@ -34,6 +34,7 @@ struct TrackCommand: Command {
         var configuration = Beacon.Configuration(directory: directory)
         configuration.lifecycleEvents = false
         configuration.storage.access = .write
+        configuration.storage.sharing = try LogOpening.sharing()
         configuration.diagnostics = { diagnostic in Console.writeError("beacon track: \(diagnostic.message)\n") }
         let beacon: Beacon
         do {

@@ -61,6 +61,12 @@ extension BeaconLog {
         /// reader already had in flight count here too; an acknowledgement that later covers them
         /// takes them back out of ``LogStats/dropped``. Default nil.
         public var onDropped: (@Sendable (_ records: UInt64) -> Void)?
+        /// Who besides this process's user may write the log directory. Default `.owner`: the
+        /// directory must belong to this process's effective user and neither its group nor
+        /// others may write it, or opening throws ``BeaconLogError/Code/unsafeDirectory`` naming
+        /// the fix (`chmod 700 DIR`). `.group` allows a directory its group may write (mode 0770
+        /// or 2770), owned by any user, for a volume shared with a group. See ``DirectorySharing``.
+        public var sharing: DirectorySharing = .owner
         /// The file-operation seam; tests replace it to inject failures.
         package var fileSystem: any FileSystem = SystemFileSystem()
 

@@ -49,7 +49,10 @@ public final class BeaconLog: Sendable {
     ///
     /// The directory is opened once (`O_DIRECTORY | O_NOFOLLOW`) and every file of the log is
     /// reached through that descriptor, never through a link: a symbolic link in place of the
-    /// directory or of one of its files throws ``BeaconLogError/Code/linkedFile`` naming it.
+    /// directory or of one of its files throws ``BeaconLogError/Code/linkedFile`` naming it. A
+    /// directory others may write (or, unless ``Configuration/sharing`` is `.group`, its group,
+    /// or owned by another user) throws ``BeaconLogError/Code/unsafeDirectory`` before any file
+    /// in it is touched.
     public init(configuration: Configuration) throws {
         let fs = configuration.fileSystem
         var directory = configuration.directory
@@ -83,8 +86,8 @@ public final class BeaconLog: Sendable {
             try fs.makeDirectories(directory)
         }
         do {
-            // The directory is opened here, once (O_DIRECTORY | O_NOFOLLOW).
-            _ = try fs.status(logDirectory)
+            // The directory is opened here, once (O_DIRECTORY | O_NOFOLLOW), and checked before any file in it is touched.
+            try BeaconLog.checkDirectorySafety(logDirectory, fs: fs, sharing: configuration.sharing)
         } catch let error as BeaconLogError where error.errno == ENOENT && access == .readOnly {
             throw BeaconLogError(.invalidArgument, "there is no log directory here; check the path", path: directory)
         }

@@ -25,6 +25,9 @@ extension Beacon.Configuration {
     /// - `BEACON_HEADERS`: headers sent with every upload, as `Name=value` pairs separated by
     ///   commas, values percent-decoded (the OpenTelemetry `OTEL_EXPORTER_OTLP_HEADERS` format):
     ///   `Authorization=Bearer%20abc,X-Tenant=shop`. Needs `BEACON_URL`.
+    /// - `BEACON_DIRECTORY_SHARING`: `group` for a log directory shared with a group on purpose
+    ///   (its group may write it, another user may own it: `storage.sharing = .group`); unset or
+    ///   `owner` keeps the default, a directory of this user's alone.
     ///
     /// Everything else keeps its default; change the result as any configuration.
     ///
@@ -40,6 +43,12 @@ extension Beacon.Configuration {
             throw EnvironmentError(variable: "BEACON_DIRECTORY", message: "not set: set it to the directory of the event log, for example /var/lib/app/beacon")
         }
         var config = Beacon.Configuration(directory: directory)
+        switch environment["BEACON_DIRECTORY_SHARING"] ?? "" {
+        case "", "owner": break
+        case "group": config.storage.sharing = .group
+        case let other:
+            throw EnvironmentError(variable: "BEACON_DIRECTORY_SHARING", message: "\"\(other)\" is not owner or group: use group for a log directory its group may write, or unset it")
+        }
         let headers = try parseHeaders(environment["BEACON_HEADERS"] ?? "")
         guard let text = environment["BEACON_URL"], !text.isEmpty else {
             if !headers.isEmpty {
