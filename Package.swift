@@ -50,8 +50,8 @@ let package = Package(
         // Helpers every test target uses: temporary directories, polling with a deadline, the
         // seeded generator, the child's path.
         .target(name: "BeaconTestSupport", path: "Tests/BeaconTestSupport"),
-        // Every Swift block of README.md, compiled (never run); ReadmeSnippetTests checks that each
-        // block is here verbatim, so the README cannot drift from the API.
+        // Every Swift block of README.md and of the DocC articles, compiled (never run);
+        // ReadmeSnippetTests checks that each block is here verbatim, so they cannot drift from the API.
         .target(name: "ReadmeSnippets", dependencies: ["Beacon", "BeaconLog"], path: "Tests/ReadmeSnippets"),
         // The file system with scriptable faults and a journal of every call, which the suites share.
         .target(name: "FaultInjection", dependencies: ["BeaconLog"], path: "Tests/FaultInjection"),

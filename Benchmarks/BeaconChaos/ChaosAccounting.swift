@@ -3,6 +3,11 @@
 /// set aside was delivered; first arrivals in log order; bytes unchanged; duplicates within the
 /// documented bound.
 enum ChaosAccounting {
+    /// `--tolerate-known-open`: the two findings issue 26 still has open (first arrivals out of
+    /// log order while a front event is isolated; the quota's count above what was not delivered)
+    /// are printed as known open instead of failing the run. Every other check still fails it.
+    nonisolated(unsafe) static var tolerateKnownOpen = false
+
     /// One line of `rejected.jsonl`.
     struct SetAside {
         var id: UInt64
@@ -33,6 +38,8 @@ enum ChaosAccounting {
         var duplicateBound = 0
         var poisonProduced = 0
         var problems: [String] = []
+        /// Findings of the two known open defects, when tolerated (``tolerateKnownOpen``).
+        var knownOpen: [String] = []
 
         var summary: String {
             "\(source): produced=\(produced) delivered=\(delivered)\(deliveredUnsure > 0 ? "(+\(deliveredUnsure) of the unsure)" : "") dropped=\(dropped) set_aside=\(setAside) (poison produced \(poisonProduced)) duplicates=\(duplicateEvents) in \(duplicateRequests) requests (bound \(duplicateBound))"
@@ -44,6 +51,9 @@ enum ChaosAccounting {
                         outages: [ClosedRange<Int64>] = [], toolDropped: ToolCount? = nil, interruptions: Int, maxBatch: Int) -> Result {
         var result = Result(source: source)
         func problem(_ text: String) { result.problems.append("\(source): \(text)") }
+        func knownOpen(_ text: String) {
+            if tolerateKnownOpen { result.knownOpen.append("\(source): \(text)") } else { problem(text) }
+        }
         func list(_ ids: some Collection<UInt64>) -> String {
             ids.sorted().prefix(10).map(String.init).joined(separator: ", ") + (ids.count > 10 ? "…" : "")
         }
@@ -72,7 +82,7 @@ enum ChaosAccounting {
             }
             last = max(last ?? id, id)
         }
-        if outOfOrder > 0 { problem("\(outOfOrder) events arrived first out of log order (\(example))") }
+        if outOfOrder > 0 { knownOpen("\(outOfOrder) events arrived first out of log order (\(example))") }
         if arrivals.byteMismatches > 0 {
             problem("\(arrivals.byteMismatches) delivered events differ from the bytes produced: \(arrivals.mismatchExamples.joined(separator: "; "))")
         }
@@ -106,7 +116,7 @@ enum ChaosAccounting {
         if missing.count > result.dropped {
             problem("\(missing.count - result.dropped) events lost without being counted: \(missing.count) produced events were neither delivered nor set aside, and the log counts \(result.dropped) as dropped \(droppedByReason); missing ids \(list(missing))")
         } else if missing.count < result.dropped {
-            problem("the log counts \(result.dropped) events as dropped \(droppedByReason), but only \(missing.count) produced events were neither delivered nor set aside: \(result.dropped - missing.count) counted as dropped were delivered")
+            knownOpen("the log counts \(result.dropped) events as dropped \(droppedByReason), but only \(missing.count) produced events were neither delivered nor set aside: \(result.dropped - missing.count) counted as dropped were delivered")
         }
         if let toolDropped, toolDropped.saysNeverDelivered ? toolDropped.dropped != missing.count : toolDropped.dropped < missing.count {
             problem("beacon append said it dropped \(toolDropped.dropped) records\(toolDropped.saysNeverDelivered ? " (\"never delivered\")" : ""), but \(missing.count) produced events were neither delivered nor set aside")
@@ -141,6 +151,7 @@ struct ChaosReport {
     var problems: [String] = []
 
     var allProblems: [String] { problems + sources.flatMap(\.problems) }
+    var knownOpenCount: Int { sources.map(\.knownOpen.count).reduce(0, +) }
 
     /// The one summary line.
     var summary: String {
@@ -152,5 +163,6 @@ struct ChaosReport {
             + " collector: restarts=\(n("collector_restarts")) outages=\(n("outages")) answers: \(answerText)"
             + " | " + sources.map(\.summary).joined(separator: " | ")
             + " | " + (allProblems.isEmpty ? "OK" : "FAILED (\(allProblems.count) problems)")
+            + (knownOpenCount > 0 ? " with \(knownOpenCount) known open (tolerated)" : "")
     }
 }

@@ -7,7 +7,7 @@ import Glibc
 
 let usage = """
     usage: beacon-chaos [--seed S] [--duration D] [--rate N] [--tracker-rate N] [--quota BYTES]
-                        [--dir PATH] [--beacon PATH]
+                        [--dir PATH] [--beacon PATH] [--tolerate-known-open]
       --seed S          the schedule's seed (default: from the clock, printed); the same seed plays
                         the same kills, stops, terms, outages and answers
       --duration D      seconds of chaos before the clean drain: 60, 60s, 4m (default 60)
@@ -18,6 +18,10 @@ let usage = """
       --dir PATH        keep the data and logs here (default: a temporary directory, removed
                         when the run is clean)
       --beacon PATH     the beacon executable (default: next to this one)
+      --tolerate-known-open
+                        print the two findings issue 26 still has open (first arrivals out of log
+                        order around an isolated event; the quota counting delivered events as
+                        dropped) as 'known open' lines instead of failing; every other check fails
     beacon-chaos --self-test   checks the accounting against made-up outcomes (a clean one
                                passes, each broken one fails) and exits
     Prints one summary line: kills, stops, terms, restarts, answers by kind, produced, delivered,
@@ -83,6 +87,7 @@ while let argument = rest.popFirst() {
         options.quota = n
     case "--dir": options.directory = value()
     case "--beacon": options.beacon = value()
+    case "--tolerate-known-open": ChaosAccounting.tolerateKnownOpen = true
     case "--help", "-h":
         print(usage)
         exit(0)
@@ -118,6 +123,7 @@ do {
 }
 print(report.summary)
 for problem in report.allProblems { print("  problem: \(problem)") }
+for finding in report.sources.flatMap(\.knownOpen) { print("  known open (issue 26, tolerated): \(finding)") }
 if report.allProblems.isEmpty && options.directory == nil {
     try? FileManager.default.removeItem(atPath: directory)
 } else {

@@ -70,6 +70,7 @@ extension BeaconLog {
         /// The file-operation seam; tests replace it to inject failures.
         package var fileSystem: any FileSystem = SystemFileSystem()
 
+        /// The configuration of a log in `directory`, every other setting at its default.
         public init(directory: String) {
             self.directory = directory
         }

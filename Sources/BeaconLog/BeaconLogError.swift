@@ -69,6 +69,7 @@ public struct BeaconLogError: Error, Sendable, CustomStringConvertible {
         /// The file or directory it was called on.
         public var path: String?
 
+        /// The failure of `systemCall` with `errno`, on `path` when it had one.
         public init(systemCall: String, errno: Int32, path: String?) {
             self.systemCall = systemCall
             self.errno = errno

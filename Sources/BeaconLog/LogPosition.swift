@@ -11,6 +11,7 @@ public struct LogPosition: Sendable, Hashable, Comparable, CustomStringConvertib
     /// The sequence number of the next record, the first one not covered by this position.
     public var seq: UInt64
 
+    /// The position at byte `offset` of segment `segment`, where record `seq` starts.
     public init(segment: UInt64, offset: UInt64, seq: UInt64) {
         self.segment = segment
         self.offset = offset

@@ -54,5 +54,6 @@ public struct LogStats: Sendable, Equatable {
     /// The last error the log ran into, for diagnostics.
     public var lastError: String?
 
+    /// All counters zero: a log that has done nothing.
     public init() {}
 }

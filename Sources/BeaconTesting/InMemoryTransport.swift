@@ -1,7 +1,7 @@
 import Beacon
 import Synchronization
 
-/// A ``Transport`` that answers from a script and records every request, for tests.
+/// A `Transport` that answers from a script and records every request, for tests.
 ///
 /// Replies are taken in order from the script; once it is empty, `defaultReply` answers (200 by
 /// default). A `handler` may decide instead, for example to refuse bodies holding a marker.

@@ -16,8 +16,11 @@ public final class ManualClock: Clock, Sendable {
         /// Time since the clock was made.
         public var offset: Duration
 
+        /// The instant `offset` after the clock was made.
         public init(offset: Duration) { self.offset = offset }
+        /// The instant `duration` later.
         public func advanced(by duration: Duration) -> Instant { Instant(offset: offset + duration) }
+        /// The time from this instant to `other`.
         public func duration(to other: Instant) -> Duration { other.offset - offset }
         public static func < (lhs: Instant, rhs: Instant) -> Bool { lhs.offset < rhs.offset }
         public var description: String { "\(offset)" }
@@ -41,7 +44,9 @@ public final class ManualClock: Clock, Sendable {
     /// A clock at offset zero.
     public init() {}
 
+    /// The time advanced so far.
     public var now: Instant { state.withLock { $0.now } }
+    /// Zero: the clock moves only by ``advance(by:)``, by any amount.
     public var minimumResolution: Duration { .zero }
 
     /// Suspends until the clock is advanced to `deadline` (at once if it is there already).

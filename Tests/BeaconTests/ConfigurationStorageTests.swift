@@ -80,20 +80,4 @@ struct ConfigurationStorageTests {
             #expect(diagnostics.all.contains { $0.subject == DropReason.quotaDeleted.name }, "and the tracker still reports it")
         }
     }
-
-    @available(*, deprecated, message: "exercises the deprecated forwarders")
-    @Test("the earlier names read and write storage")
-    func deprecatedNamesForward() {
-        var config = Beacon.Configuration(directory: "/tmp/d")
-        config.durability = .everyRecord
-        config.segmentBytes = 1000
-        config.maxBytes = 2000
-        config.quotaPolicy = .rejectNew
-        config.maxRecordBytes = 300
-        config.logAccess = .write
-        #expect(config.storage.durability == .everyRecord && config.storage.segmentBytes == 1000 && config.storage.maxBytes == 2000)
-        #expect(config.storage.quotaPolicy == .rejectNew && config.storage.maxRecordBytes == 300 && config.storage.access == .write)
-        config.storage.maxBytes = 5000
-        #expect(config.maxBytes == 5000 && config.logAccess == .write && config.segmentBytes == 1000)
-    }
 }

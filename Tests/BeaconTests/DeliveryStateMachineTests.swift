@@ -275,6 +275,31 @@ struct DeliveryStateMachineTests {
         }
     }
 
+    @Test("failures without an answer (a cut body, a reset, a timeout) never start an isolation: however many, beside fewer than K answered ones, first arrivals stay in log order", arguments: 2...8)
+    func unansweredFailuresDoNotIsolate(count: Int) {
+        let cut = Machine.Answer(status: nil, detail: "the connection closed before the whole answer")
+        for k in 1...4 {
+            for unanswered in [k, k + 3, 3 * k + 5] {
+                for answered in 0..<k {  // answered failures (503) mixed in, fewer than K
+                    var machine = Machine(count: count, isolateAfter: k)
+                    var failures = 0
+                    // Every request that starts at the front fails until the failures run out
+                    // (the answered ones first, one pass each), then everything is accepted.
+                    let run = Self.drive(&machine, passes: 200) { range, _ in
+                        guard failures < unanswered + answered else { return (.acknowledge, .init(status: 200)) }
+                        failures += 1
+                        return failures <= answered ? (.retry, .init(status: 503)) : (.retry, cut)
+                    }
+                    #expect(run.finished && run.setAside.isEmpty, "n \(count) K \(k): \(run.setAside)")
+                    var seen = Set<Int>()
+                    let firsts = run.delivered.filter { seen.insert($0).inserted }
+                    #expect(firsts == Array(0..<count), "n \(count) K \(k), \(answered) answered and \(unanswered) unanswered failures: first arrivals \(firsts)")
+                    #expect(run.sends.allSatisfy { $0.range.lowerBound == 0 }, "n \(count) K \(k): no probe past the front, \(run.sends.map(\.range))")
+                }
+            }
+        }
+    }
+
     @Test("an outage that starts in the middle of an isolation sets at most one event aside: each set-aside uses up the proof", arguments: 2...8)
     func outageDuringIsolation(count: Int) {
         for k in 1...3 {

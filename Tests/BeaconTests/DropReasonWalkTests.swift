@@ -76,7 +76,7 @@ struct DropReasonWalkTests {
         },
         .backpressureTimeout: {
             let (beacon, diagnostics, dir) = try tracker { c in
-                c.handoffBytes = 1; c.storage.durability = .everyRecord; c.backpressure = .block(timeout: .zero)
+                c.handoffBytes = 1; c.storage.durability = .everyRecord; c.backpressure = .blockCallingThread(timeout: .zero)
             }
             try await trackPadded(beacon, count: 400)
             return await seen(beacon, diagnostics, dir)

@@ -1,7 +1,8 @@
 import Foundation
 import Testing
 
-/// Every Swift block of README.md is compiled, so the README cannot drift from the API:
+/// Every Swift block of README.md and of the DocC articles (`Sources/*/*.docc/*.md`) is compiled,
+/// so the documentation cannot drift from the API:
 ///
 /// - a plain ```` ```swift ```` block must stand verbatim between `// README begin` and
 ///   `// README end` in a file of `Tests/ReadmeSnippets/` (a target `swift build` compiles), and a
@@ -12,12 +13,13 @@ import Testing
 /// - ```` ```swift manifest ```` marks a user's `Package.swift`: `swift package dump-package` must
 ///   evaluate it.
 ///
-/// And every snippet in `Tests/ReadmeSnippets/` must still be in the README.
-@Suite("README: every Swift block is compiled")
+/// And every snippet in `Tests/ReadmeSnippets/` must still be in the README or an article.
+@Suite("README and articles: every Swift block is compiled")
 struct ReadmeSnippetTests {
     struct Block: CustomStringConvertible {
         var marker: String
         var lines: [String]
+        var file: String
         var line: Int
         var imports: [String] { lines.filter { $0.hasPrefix("import ") } }
         /// The block without its import lines and the blank lines that follow them.
@@ -26,31 +28,45 @@ struct ReadmeSnippetTests {
             while rest.first == "" { rest.removeFirst() }
             return rest.joined(separator: "\n")
         }
-        var description: String { "the README's Swift block at line \(line)" }
+        var description: String { "the Swift block of \(file) at line \(line)" }
     }
 
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
+    /// README.md, then the articles of every DocC catalog in `Sources/`, as paths from the root.
+    static func documents() throws -> [String] {
+        let sources = root.appendingPathComponent("Sources")
+        var articles: [String] = []
+        for module in try FileManager.default.contentsOfDirectory(atPath: sources.path).sorted() {
+            let catalog = sources.appendingPathComponent(module).appendingPathComponent("\(module).docc")
+            guard let names = try? FileManager.default.contentsOfDirectory(atPath: catalog.path) else { continue }
+            articles += names.filter { $0.hasSuffix(".md") }.sorted().map { "Sources/\(module)/\(module).docc/\($0)" }
+        }
+        return ["README.md"] + articles
+    }
+
     static func blocks() throws -> [Block] {
-        let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
         var blocks: [Block] = []
-        var current: Block?
-        var indent = 0
-        for (index, raw) in readme.components(separatedBy: "\n").enumerated() {
-            // A block inside a list item is indented: its fence and lines lose that indentation.
-            let line = raw.drop { $0 == " " }
-            if var block = current {
-                if line.hasPrefix("```") {
-                    blocks.append(block)
-                    current = nil
-                } else {
-                    block.lines.append(String(raw.dropFirst(min(indent, raw.prefix { $0 == " " }.count))))
-                    current = block
+        for document in try documents() {
+            let text = try String(contentsOf: root.appendingPathComponent(document), encoding: .utf8)
+            var current: Block?
+            var indent = 0
+            for (index, raw) in text.components(separatedBy: "\n").enumerated() {
+                // A block inside a list item is indented: its fence and lines lose that indentation.
+                let line = raw.drop { $0 == " " }
+                if var block = current {
+                    if line.hasPrefix("```") {
+                        blocks.append(block)
+                        current = nil
+                    } else {
+                        block.lines.append(String(raw.dropFirst(min(indent, raw.prefix { $0 == " " }.count))))
+                        current = block
+                    }
+                } else if line.hasPrefix("```swift") {
+                    indent = raw.count - line.count
+                    let marker = line.dropFirst("```swift".count).trimmingCharacters(in: .whitespaces)
+                    current = Block(marker: marker, lines: [], file: document, line: index + 1)
                 }
-            } else if line.hasPrefix("```swift") {
-                indent = raw.count - line.count
-                let marker = line.dropFirst("```swift".count).trimmingCharacters(in: .whitespaces)
-                current = Block(marker: marker, lines: [], line: index + 1)
             }
         }
         return blocks
@@ -108,7 +124,7 @@ struct ReadmeSnippetTests {
         let codes = Set(try Self.blocks().map(\.code))
         for snippet in Self.snippets() {
             let inReadme = codes.contains(snippet.code)
-            #expect(inReadme, "\(snippet.path) holds a snippet the README no longer has: update or remove it")
+            #expect(inReadme, "\(snippet.path) holds a snippet neither the README nor an article has any longer: update or remove it")
         }
     }
 

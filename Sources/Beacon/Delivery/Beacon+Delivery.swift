@@ -82,11 +82,6 @@ extension Beacon {
         return reportingLosses(await uploader.flush(timeout: timeout))
     }
 
-    @available(*, deprecated, renamed: "flush(timeout:)", message: "a Duration is a timeout; the parameter is named so")
-    public func flush(deadline: Duration?) async -> FlushResult {
-        await flush(timeout: deadline)
-    }
-
     /// Counters and state of delivery (all zero without a ``Configuration/serverURL``).
     public var deliveryStats: DeliveryStats {
         get async {
@@ -140,16 +135,6 @@ extension Beacon {
         }
         let box = DeliveryState.SignalSources(sources)
         delivery.signalSources.withLock { $0 = box }
-    }
-
-    /// On SIGTERM or SIGINT, shuts the tracker down, then ends the process by the signal's
-    /// default action (raised again once the tracker is closed).
-    @available(*, deprecated, message: "use installTerminationHandler(grace:then:), where the program decides what happens after the shutdown")
-    public func installTerminationHandler(grace: Duration = .seconds(1)) {
-        installTerminationHandler(grace: grace) { signo, _ in
-            signal(signo, SIG_DFL)
-            raise(signo)
-        }
     }
 
     /// `result` with every event the tracker lost since it opened (``BeaconStats/dropped``) added

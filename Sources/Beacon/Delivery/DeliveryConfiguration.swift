@@ -95,6 +95,7 @@ public struct DeliveryConfiguration: Sendable {
         /// Randomise each wait between zero and its cap (full jitter). Default on; off waits the cap.
         public var jitter: Bool = true
 
+        /// A backoff from `initial` doubling up to `maximum`, with full jitter unless `jitter` is false.
         public init(initial: Duration = .seconds(1), maximum: Duration = .seconds(300), jitter: Bool = true) {
             self.initial = initial
             self.maximum = maximum

@@ -53,6 +53,8 @@ public struct DeliveryError: Error, Sendable, CustomStringConvertible {
     /// refused, TLS), the `BeaconLogError` when storage failed; nil when the collector answered.
     public var cause: (any Error)?
 
+    /// An error with its code and sentence; `status`, `answer` and `cause` when there are any.
+    /// Transports and tests build them; delivery reports them.
     public init(_ code: Code, _ message: String, status: Int? = nil, answer: String? = nil, cause: (any Error)? = nil) {
         self.code = code
         self.message = message

@@ -33,5 +33,6 @@ public struct DeliveryStats: Sendable, Equatable {
     /// Events pending in the log (an upper bound when some are corrupt).
     public var pendingEvents: UInt64 = 0
 
+    /// All counters zero, nothing pending: what a tracker without delivery reports.
     public init() {}
 }

@@ -40,9 +40,15 @@ final class WriterWatch: Sendable {
         }
     }
 
-    /// No more checks or reports (the tracker closed).
+    /// No more checks or reports (the tracker closed). Lets go of the log and the sink: the log's
+    /// `onDropped` holds this watch, so keeping the log here would make a cycle that outlives the
+    /// tracker (LeakSanitizer reported it in `beacon track`, which exits after closing).
     func close() {
-        state.withLock { $0.closed = true }
+        state.withLock {
+            $0.closed = true
+            $0.log = nil
+            $0.report = nil
+        }
     }
 
     /// The writer starts a commit.

@@ -22,7 +22,7 @@ public struct BeaconMetrics: Sendable, Equatable {
     public var oldestPending: PendingAge?
     /// Bytes of records in segment files: what the quota counts.
     public var diskBytes: UInt64 = 0
-    /// The quota (``BeaconLog/Configuration/maxBytes``).
+    /// The quota (`BeaconLog.Configuration.maxBytes`).
     public var maxDiskBytes: UInt64 = 0
 
     /// Events the collector accepted (2xx).
@@ -35,7 +35,7 @@ public struct BeaconMetrics: Sendable, Equatable {
     public var answers: [AnswerClass: UInt64] = [:]
     /// Requests sent again after a failure.
     public var retries: UInt64 = 0
-    /// Events set aside in `rejected.jsonl`, by reason (``DropReason/rejected``, ``DropReason/expired``).
+    /// Events set aside in `rejected.jsonl`, by reason (`DropReason.rejected`, `DropReason.expired`).
     public var setAside: [DropReason: UInt64] = [:]
     /// Events that will never be delivered and are not in `rejected.jsonl`, by reason: the
     /// tracker's (backpressure, closed, the log's refusals) and the quota's deletions.
@@ -58,6 +58,7 @@ public struct BeaconMetrics: Sendable, Equatable {
     /// True while a commit has been running for more than a second (a stalled disk).
     public var writerStalled = false
 
+    /// Every figure zero or absent: a tracker or log that has done nothing yet.
     public init() {}
 
     /// The age of the oldest pending event, and where it comes from.
@@ -78,6 +79,7 @@ public struct BeaconMetrics: Sendable, Equatable {
         /// The oldest pending record's sequence number.
         public var seq: UInt64
 
+        /// The age of record `seq`, measured from `source`.
         public init(age: Duration, source: Source, seq: UInt64) {
             self.age = age
             self.source = source
@@ -87,6 +89,7 @@ public struct BeaconMetrics: Sendable, Equatable {
 
     /// How a request ended.
     public enum AnswerClass: String, Sendable, CaseIterable {
+        /// An answer of the class its raw value names (`1xx` … `5xx`).
         case informational = "1xx", success = "2xx", redirection = "3xx", clientError = "4xx", serverError = "5xx"
         /// No answer in time (the request timeout).
         case timeout

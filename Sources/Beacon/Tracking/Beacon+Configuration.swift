@@ -8,22 +8,18 @@ extension Beacon {
     /// `track` runs on its caller's thread, which in a service is usually one it does not own: one
     /// of Swift concurrency's cooperative threads (as many as cores) or a NIO event loop. Blocking
     /// such a thread stalls every task or connection it serves, so the default drops. A caller that
-    /// would rather wait calls ``Beacon/trackWaitingForRoom(_:properties:distinctId:)``, which
+    /// would rather wait calls ``Beacon/trackWaitingForRoom(_:properties:distinctId:)-(_,[String:PropertyValue],_)``, which
     /// suspends its task without holding a thread.
     public enum Backpressure: Sendable, Equatable {
-        /// Drop the event at once, counted as ``DropReason/backpressure`` in ``BeaconStats/dropped``;
+        /// Drop the event at once, counted as `DropReason.backpressure` in ``BeaconStats/dropped``;
         /// the first drop is reported as a diagnostic (then at most one per
         /// ``Configuration/diagnosticsInterval``, with the count of those not reported). The default.
         case dropNewest
         /// Block the calling thread up to `timeout` for room, then drop the event (counted as
-        /// ``DropReason/backpressureTimeout``). Only for threads you own (a `Thread` or a queue of your own,
+        /// `DropReason.backpressureTimeout`). Only for threads you own (a `Thread` or a queue of your own,
         /// a command-line tool): never set it where `track` runs on the cooperative pool or a NIO
         /// event loop, where a stalled disk would stall every request of the process.
         case blockCallingThread(timeout: Duration)
-
-        /// The earlier name of ``blockCallingThread(timeout:)``.
-        @available(*, deprecated, renamed: "blockCallingThread(timeout:)")
-        public static func block(timeout: Duration) -> Backpressure { .blockCallingThread(timeout: timeout) }
     }
 
     /// How to open a tracker. Every property has a documented default.
@@ -69,7 +65,7 @@ extension Beacon {
         /// The hand-off is full only when the disk has fallen behind by tens of thousands of events
         /// (a stalled or failing disk, far beyond what one fsync explains). Dropped events are
         /// counted in ``BeaconStats/dropped`` and reported (rate-limited) to ``diagnostics``.
-        /// To wait instead: ``Beacon/trackWaitingForRoom(_:properties:distinctId:)`` from async
+        /// To wait instead: ``Beacon/trackWaitingForRoom(_:properties:distinctId:)-(_,[String:PropertyValue],_)`` from async
         /// code, or `.blockCallingThread(timeout:)` on threads you own.
         public var backpressure: Backpressure = .dropNewest
 
@@ -131,45 +127,5 @@ extension Beacon {
             self.storage = storage
             self.serverURL = serverURL
         }
-    }
-}
-
-// The log's settings were copies of BeaconLog.Configuration's, with their own defaults; they
-// are `storage` now. These keep earlier code compiling, with a warning naming the new place.
-extension Beacon.Configuration {
-    @available(*, deprecated, renamed: "storage.durability")
-    public var durability: BeaconLog.Durability {
-        get { storage.durability }
-        set { storage.durability = newValue }
-    }
-
-    @available(*, deprecated, renamed: "storage.segmentBytes")
-    public var segmentBytes: Int {
-        get { storage.segmentBytes }
-        set { storage.segmentBytes = newValue }
-    }
-
-    @available(*, deprecated, renamed: "storage.maxBytes")
-    public var maxBytes: Int64 {
-        get { storage.maxBytes }
-        set { storage.maxBytes = newValue }
-    }
-
-    @available(*, deprecated, renamed: "storage.quotaPolicy")
-    public var quotaPolicy: BeaconLog.QuotaPolicy {
-        get { storage.quotaPolicy }
-        set { storage.quotaPolicy = newValue }
-    }
-
-    @available(*, deprecated, renamed: "storage.maxRecordBytes")
-    public var maxRecordBytes: Int {
-        get { storage.maxRecordBytes }
-        set { storage.maxRecordBytes = newValue }
-    }
-
-    @available(*, deprecated, renamed: "storage.access")
-    public var logAccess: BeaconLog.Access {
-        get { storage.access }
-        set { storage.access = newValue }
     }
 }

@@ -9,6 +9,7 @@ extension Beacon.Configuration {
         /// A sentence for people: what is wrong and what to set instead.
         public var message: String
 
+        /// An error about `variable`, explained by `message`.
         public init(variable: String, message: String) {
             self.variable = variable
             self.message = message

@@ -31,12 +31,6 @@ extension Beacon {
         await deliverUntilEnded(cancelledBy: .runCancelled)
     }
 
-    /// Runs until the tracker is shut down; cancelling it shuts down with `gracePeriod`.
-    @available(*, deprecated, message: "use run(); the grace is Configuration.shutdownGrace")
-    public func run(gracePeriod: Duration) async throws {
-        await deliverUntilEnded(cancelledBy: .shutdown(deadline: gracePeriod))
-    }
-
     /// `run()`: delivers in this task until the tracker ends; on cancellation, feeds `input`.
     func deliverUntilEnded(cancelledBy input: TrackerLifecycle.Input) async {
         guard lifecycle(.run).action == .deliver else {
@@ -59,7 +53,7 @@ extension Beacon {
     /// Tracks `$AppEnd` (with the uptime), writes everything tracked, fsyncs, and closes the log,
     /// releasing its lock. Nothing is uploaded: a request in flight is cancelled and pending events
     /// stay on disk for the next run (``shutdown(timeout:)`` delivers them first). Later `track`
-    /// calls are dropped (counted as ``DropReason/closed``).
+    /// calls are dropped (counted as `DropReason.closed`).
     ///
     /// Any later ending (`close`, `shutdown`, a cancelled `run()`) returns at once with this
     /// report: `sent` 0, the events left on disk, `.deadlineReached` if there are any (a close
@@ -111,12 +105,6 @@ extension Beacon {
         case .deliver, .waitForEnd, .resumeWaiters, .none: break
         }
         return await waitForEnd()
-    }
-
-    @available(*, deprecated, renamed: "shutdown(timeout:)", message: "a Duration is a timeout; the parameter is named so")
-    @discardableResult
-    public func shutdown(deadline: Duration?) async -> FlushResult {
-        await shutdown(timeout: deadline)
     }
 
     // MARK: The shell

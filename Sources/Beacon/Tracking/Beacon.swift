@@ -4,13 +4,13 @@ import Glibc
 import Synchronization
 
 /// A durable analytics tracker for a Linux service: events, identity, profiles, timers and
-/// lifecycle events, recorded in a crash-safe ``BeaconLog``.
+/// lifecycle events, recorded in a crash-safe `BeaconLog`.
 ///
 /// `track` is synchronous, never throws and never waits: it validates and encodes the event to
 /// JSON bytes on the caller's thread and hands them to one writer thread, which group-commits them
 /// to the log. Events reach the log in the order of the `track` calls. When the disk falls far
 /// behind, `track` drops and counts (see ``Configuration/backpressure``);
-/// ``trackWaitingForRoom(_:properties:distinctId:)`` suspends instead.
+/// ``trackWaitingForRoom(_:properties:distinctId:)-(_,[String:PropertyValue],_)`` suspends instead.
 ///
 /// ```swift
 /// import Beacon
@@ -24,8 +24,10 @@ import Synchronization
 /// Invalid input is refused with a diagnostic naming the event, the key and the rule (see
 /// ``Configuration/diagnostics``) and counted in ``stats``. All methods are thread-safe.
 public final class Beacon: Sendable {
-    /// The version sent as `$lib_version`.
-    public static let libraryVersion = "1.0.0"
+    /// Beacon's version, written here and nowhere else: events carry it as `$lib_version` and
+    /// requests in `User-Agent: beacon-swift/<version>`. No release is tagged yet; a release's tag
+    /// will be this string (`Tests/Docs/dependency-line.sh` checks a tag on the built commit).
+    public static let libraryVersion = "0.1.0"
 
     /// The configuration the tracker was opened with.
     public let configuration: Configuration
@@ -69,11 +71,11 @@ public final class Beacon: Sendable {
     /// Opens (or creates) the log in `configuration.directory`, recovering it after an unclean
     /// stop, loads or creates the identity, and tracks `$AppStart` (unless lifecycle events are off).
     ///
-    /// Throws ``BeaconLogError`` if the log cannot be opened, for example `.locked` when another
+    /// Throws `BeaconLogError` if the log cannot be opened, for example `.locked` when another
     /// tracker (in this or another process) uses the directory.
     /// Throws before opening anything when the configuration is wrong: ``DeliveryError`` with
     /// `.configuration` for a delivery value out of range or a ``Configuration/serverURL`` that
-    /// disagrees with `delivery.url`, ``BeaconLogError`` `.invalidArgument` for a `storage.access` that
+    /// disagrees with `delivery.url`, `BeaconLogError` `.invalidArgument` for a `storage.access` that
     /// cannot append.
     public init(configuration: Configuration) throws {
         try configuration.validate()
@@ -184,13 +186,13 @@ public final class Beacon: Sendable {
                                    durationMicroseconds: nil, withPresets: true))
     }
 
-    /// Records an event like ``track(_:properties:distinctId:)``, but when the hand-off to the
+    /// Records an event like ``track(_:properties:distinctId:)-(_,[String:PropertyValue],_)``, but when the hand-off to the
     /// writer is full (the disk has fallen far behind) suspends the calling task until there is
     /// room, instead of dropping the event. It never blocks a thread: the task gives its thread
     /// back and the writer resumes it. Waiting events are queued oldest first.
     ///
-    /// The event is dropped and counted anyway when the tracker closes while it waits (``DropReason/closed``)
-    /// or the task is cancelled (``DropReason/backpressure``). A request handler that calls this waits as
+    /// The event is dropped and counted anyway when the tracker closes while it waits (`DropReason.closed`)
+    /// or the task is cancelled (`DropReason.backpressure`). A request handler that calls this waits as
     /// long as the disk does: bound it with the request's own timeout.
     ///
     /// ```swift
@@ -235,7 +237,7 @@ public final class Beacon: Sendable {
         noteDropped(writer.enqueue(bytes), input)
     }
 
-    /// Like ``record(_:)``, suspending while the hand-off is full (``trackWaitingForRoom(_:properties:distinctId:)``).
+    /// Like ``record(_:)``, suspending while the hand-off is full (``trackWaitingForRoom(_:properties:distinctId:)-(_,[String:PropertyValue],_)``).
     func recordWaitingForRoom(_ input: RecordEncoder.Input) async {
         guard let bytes = accept(input) else { return }
         noteDropped(await writer.enqueueWaitingForRoom(bytes), input)

@@ -77,6 +77,7 @@ public struct BeaconDiagnostic: Sendable, CustomStringConvertible {
     /// of a later one of its subject.
     public var suppressed: Int
 
+    /// A diagnostic of `kind`; `severity` nil is `.warning` for invalid input, `.error` otherwise.
     public init(kind: Kind, validation: BeaconValidationError? = nil, deliveryError: DeliveryError? = nil, message: String, subject: String? = nil, suppressed: Int = 0, severity: Severity? = nil) {
         self.kind = kind
         self.severity = severity ?? (kind == .invalidInput ? .warning : .error)

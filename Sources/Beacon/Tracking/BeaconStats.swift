@@ -12,7 +12,7 @@ public struct BeaconStats: Sendable, Equatable {
     /// log (`.backpressure`, `.backpressureTimeout`, `.closed`, and the log's refusals:
     /// `.quotaExceeded`, `.diskFull`, `.logFailed`, `.logError`), and
     /// `.quotaDeleted`: pending records the log deleted to stay within `maxBytes` (`.dropOldest`)
-    /// before they were delivered. Each ``DropReason/explanation`` says what to do. Events set
+    /// before they were delivered. Each `DropReason.explanation` says what to do. Events set
     /// aside by delivery are in ``Beacon/deliveryStats`` and ``FlushResult/dropped``.
     public var dropped: [DropReason: UInt64] = [:]
     /// Records written by this tracker that are durable (fsynced).
@@ -22,6 +22,7 @@ public struct BeaconStats: Sendable, Equatable {
     /// The last storage error, for diagnostics.
     public var lastError: String?
 
+    /// All counters zero: a tracker that has recorded nothing.
     public init() {}
 
     /// All dropped records.

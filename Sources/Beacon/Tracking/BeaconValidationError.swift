@@ -1,7 +1,7 @@
 /// Why `track` (or a profile call) refused its input: which event, which key, which rule.
 ///
 /// `track` never throws: it reports this through the diagnostics handler and counts it in
-/// ``BeaconStats/invalid``. ``Beacon/validate(_:properties:distinctId:)`` throws it, for tests.
+/// ``BeaconStats/invalid``. ``Beacon/validate(_:properties:distinctId:)-(_,[String:PropertyValue],_)`` throws it, for tests.
 public struct BeaconValidationError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A validation rule: the key of ``BeaconStats/invalidByRule``.
     ///
@@ -56,6 +56,7 @@ public struct BeaconValidationError: Error, Sendable, Equatable, CustomStringCon
     /// A sentence for people: what is wrong and what to do.
     public var message: String
 
+    /// The error for `event` (and `key`, when a property is at fault), broken `rule` and `message`.
     public init(event: String, key: String?, rule: Rule, message: String) {
         self.event = event
         self.key = key

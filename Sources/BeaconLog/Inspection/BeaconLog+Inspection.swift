@@ -115,6 +115,7 @@ public struct VerifyReport: Sendable {
         /// What is wrong, in words.
         public var reason: String
 
+        /// A problem in `file` (at byte `offset`, when it has one), described by `reason`.
         public init(file: String, offset: UInt64?, reason: String) {
             self.file = file
             self.offset = offset
@@ -136,6 +137,7 @@ public struct VerifyReport: Sendable {
     /// The checkpoint as read, if it was valid.
     public var checkpoint: LogPosition?
 
+    /// A report of what a verification found.
     public init(problems: [Problem], records: Int, segments: Int, checkpoint: LogPosition?) {
         self.problems = problems
         self.records = records

@@ -145,19 +145,12 @@ extension BeaconLog {
                         // the log's end could never be acknowledged.
                         skipped += countCorrupt(at: pos, reason: .seqDigits)
                         pos.offset = lineEnd
-                    } else if let last = lastInSegment, seq != last + 1, try !keepingCache(&io, { try plausibleJump(to: seq, after: last, next: next, limit: limit, io: &$0) }) {
-                        // The CRC covers the event, not its seq: damaged seq digits. Counted, passed over
-                        // (once final: the records after it may be a write in progress).
-                        switch try judgeDamage() {
-                        case .wait: break reading
-                        case .reread: continue reading
-                        case .passOver:
-                            skipped += countCorrupt(at: pos, reason: .seqDigits)
-                            pos.offset = lineEnd
-                        }
-                    } else if lastInSegment == nil, seq != pos.seq, try !keepingCache(&io, { try seqContinues(from: seq, expected: pos.seq, next: next, limit: limit, io: &$0) }) {
-                        // A segment's first record, with a seq other than expected that the records
-                        // after it do not continue: its digits were damaged (once final, as above).
+                    } else if try lastInSegment.map({ last in try seq != last + 1 && !keepingCache(&io, { try plausibleJump(to: seq, after: last, next: next, limit: limit, io: &$0) }) })
+                                ?? (seq != pos.seq && !keepingCache(&io, { try seqContinues(from: seq, expected: pos.seq, next: next, limit: limit, io: &$0) })) {
+                        // The CRC covers the event, not its seq: damaged seq digits (a jump the records
+                        // after it do not confirm; or a segment's first record with a seq other than
+                        // expected that the records after it do not continue). Counted, passed over
+                        // once final: the records after it may be a write in progress.
                         switch try judgeDamage() {
                         case .wait: break reading
                         case .reread: continue reading

@@ -19,7 +19,8 @@
 ///   problem, not bad data: after ``failureBudget`` refusals without a 2xx the pass pauses, and
 ///   nothing is set aside.
 /// - A retryable answer (5xx, 408, 429, timeout, network error) ends the pass, which is retried
-///   later with backoff, until `isolateAfter` passes at this batch have failed. From then on the
+///   later with backoff, until `isolateAfter` passes at this batch have failed with an answer (a
+///   pass that got none, a refused or reset connection or a timeout, does not count). From then on the
 ///   batch is isolated: a failing segment with only failed single events before it is halved,
 ///   depth first, in order; when the front is a single event that failed, the segments after it
 ///   are sent as probes. A 2xx proves the collector up; a single event that has failed
@@ -125,7 +126,7 @@ struct DeliveryStateMachine: Sendable {
     private(set) var segments: [Segment]
     /// Events `0..<committed` are acknowledged.
     private(set) var committed = 0
-    /// Passes at this batch that ended with a retryable failure.
+    /// Passes at this batch that ended with a retryable answer (not a failure without one).
     private(set) var failedPasses: Int
     /// A 2xx came in this pass, since the batch was isolated, since the last event was set aside
     /// as failing and since the last request that got no answer.
@@ -362,7 +363,12 @@ struct DeliveryStateMachine: Sendable {
         failuresWithoutProof = 0
         // The next pass proves the collector up again before anything is set aside.
         proven = false
-        let retryable = segments.contains { $0.state == .failed }
+        // Only a failure with an answer (5xx, 408, 429) counts towards isolating the batch: a
+        // request that got none (connection refused or reset, a cut body, a timeout) says nothing
+        // about its events, and such failures never set an event aside either, so isolating on
+        // them only sent later events ahead of the front as probes (first arrivals out of order,
+        // seen by beacon-chaos: 882 cut, 883 503, 884 accepted, then 882).
+        let retryable = segments.contains { $0.state == .failed && $0.lastAnswer?.status != nil }
         for i in segments.indices {
             segments[i].unprovenFailures = 0
             switch segments[i].state {

@@ -13,6 +13,7 @@ public struct TransportRequest: Sendable {
     /// How long the transport may take before it gives up with ``TransportError/Kind/timeout``.
     public var timeout: Duration
 
+    /// A request to `url`: a POST of `body` by default, given up after `timeout`.
     public init(url: URL, method: String = "POST", headers: [(name: String, value: String)] = [], body: [UInt8], timeout: Duration = .seconds(30)) {
         self.url = url
         self.method = method
@@ -36,6 +37,7 @@ public struct TransportResponse: Sendable {
     /// The response body (often an error message for 4xx answers).
     public var body: [UInt8]
 
+    /// An answer with `status`, and the `headers` and `body` that came with it.
     public init(status: Int, headers: [String: String] = [:], body: [UInt8] = []) {
         self.status = status
         self.headers = headers
@@ -111,6 +113,7 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
     /// What happened, for people.
     public var message: String
 
+    /// A failure of `kind`, described for people by `message` (never a header value or a secret).
     public init(_ kind: Kind, _ message: String) {
         self.kind = kind
         self.message = message

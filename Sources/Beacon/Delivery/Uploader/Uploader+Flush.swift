@@ -20,8 +20,8 @@ extension Uploader {
     ///
     /// - Parameter timeout: how long from now the flush may take; nil for one pass that stops at
     ///   the first failure (each request still has `requestTimeout`).
-    public func flush(timeout deadline: Duration? = nil) async -> FlushResult {
-        let target = deadline.map { time.now() + $0 }
+    public func flush(timeout: Duration? = nil) async -> FlushResult {
+        let target = timeout.map { time.now() + $0 }
         var sentBefore = 0
         switch scheduling.withLock({ $0.machine.flushRequested() }) {
         case .refuse:
@@ -81,8 +81,8 @@ extension Uploader {
     ///
     /// - Parameter timeout: how long from now shutdown may take; nil for one pass that stops at
     ///   the first failure.
-    public func shutdown(timeout deadline: Duration? = nil) async -> FlushResult {
-        let target = deadline.map { time.now() + $0 }
+    public func shutdown(timeout: Duration? = nil) async -> FlushResult {
+        let target = timeout.map { time.now() + $0 }
         let (action, wakeup, queued) = scheduling.withLock { s in
             let action = s.machine.shutdownRequested()
             let queued = action == .waitThenDrain(refuseQueuedFlush: true) ? s.queuedFlush.take() : nil
@@ -194,13 +194,4 @@ extension Uploader {
         }
     }
 
-    @available(*, deprecated, renamed: "flush(timeout:)", message: "a Duration is a timeout; the parameter is named so")
-    public func flush(deadline: Duration?) async -> FlushResult {
-        await flush(timeout: deadline)
-    }
-
-    @available(*, deprecated, renamed: "shutdown(timeout:)", message: "a Duration is a timeout; the parameter is named so")
-    public func shutdown(deadline: Duration?) async -> FlushResult {
-        await shutdown(timeout: deadline)
-    }
 }

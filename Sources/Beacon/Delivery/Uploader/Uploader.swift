@@ -14,8 +14,8 @@ import Synchronization
 /// `rejected.jsonl`; 401, 403, 404 and other 4xx pause delivery with backoff and are reported,
 /// dropping nothing.
 ///
-/// The decisions are ``DeliveryStateMachine``'s (one batch), ``DeliveryTiming``'s (deadlines,
-/// backoff) and ``UploaderScheduler``'s (when a pass runs, and who runs it); this actor does the
+/// The decisions are `DeliveryStateMachine`'s (one batch), `DeliveryTiming`'s (deadlines,
+/// backoff) and `UploaderScheduler`'s (when a pass runs, and who runs it); this actor does the
 /// I/O: it reads the log, sends through the transport, writes `rejected.jsonl` and
 /// `delivery.inflight`, acknowledges, and sleeps.
 ///
@@ -32,7 +32,7 @@ import Synchronization
 /// let result = await uploader.flush()
 /// ```
 ///
-/// Requests are built by ``RequestBuilder``: `Idempotency-Key` is the same for the same events,
+/// Requests are built by `RequestBuilder`: `Idempotency-Key` is the same for the same events,
 /// across retries and restarts (the range in flight and its sends are kept in
 /// `delivery.inflight`), and `X-Beacon-Retry` counts the earlier sends of those events, across
 /// flushes and restarts.
@@ -64,7 +64,7 @@ public actor Uploader {
     /// The thread passes, flushes and drains run on (their task's executor): the send loop, the
     /// log's reads and the default transport's socket calls, without a thread hand-off per request.
     nonisolated let passThread = IOThread(name: "beacon.uploader.pass")
-    /// The scheduling (``UploaderScheduler``) and what carries it out, shared with the append
+    /// The scheduling (`UploaderScheduler`) and what carries it out, shared with the append
     /// hook's thread and with `stop()`.
     nonisolated let scheduling: Mutex<Scheduling>
 
