@@ -11,6 +11,7 @@ let package = Package(
     products: [
         .library(name: "BeaconLog", targets: ["BeaconLog"]),
         .library(name: "Beacon", targets: ["Beacon"]),
+        .library(name: "BeaconURLSession", targets: ["BeaconURLSession"]),
         .library(name: "BeaconTesting", targets: ["BeaconTesting"]),
         .executable(name: "beacon", targets: ["BeaconCLI"]),
         .executable(name: "beacon-bench", targets: ["BeaconBenchmarks"]),
@@ -24,14 +25,17 @@ let package = Package(
         // The system's OpenSSL 3 (libssl-dev) for SocketTransport's https.
         .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL"),
         .target(name: "Beacon", dependencies: ["BeaconLog", "CZlib", "COpenSSL"]),
+        // HTTPTransport (URLSession) in its own module: only a program that imports it maps
+        // FoundationNetworking and libcurl (about 2 MiB of RSS at start).
+        .target(name: "BeaconURLSession", dependencies: ["Beacon"]),
         // The loopback HTTP/1.1 collector: `beacon collect` and BeaconTesting (which re-exports it)
         // share it; not a product of its own.
         .target(name: "BeaconHTTPServer", dependencies: ["Beacon"]),
         .target(name: "BeaconTesting", dependencies: ["Beacon", "BeaconHTTPServer"]),
-        .executableTarget(name: "BeaconCLI", dependencies: ["Beacon", "BeaconLog", "BeaconHTTPServer"]),
+        .executableTarget(name: "BeaconCLI", dependencies: ["Beacon", "BeaconLog", "BeaconHTTPServer", "BeaconURLSession"]),
         .executableTarget(
             name: "BeaconBenchmarks",
-            dependencies: ["Beacon", "BeaconLog", "BeaconTesting", "BeaconTestSupport", "DelayProxy"],
+            dependencies: ["Beacon", "BeaconLog", "BeaconTesting", "BeaconTestSupport", "DelayProxy", "BeaconURLSession"],
             path: "Benchmarks/BeaconBenchmarks"
         ),
         // A TCP proxy delaying each direction (a collector far away on loopback; no netem here):
@@ -57,7 +61,7 @@ let package = Package(
         // The file system with scriptable faults and a journal of every call, which the suites share.
         .target(name: "FaultInjection", dependencies: ["BeaconLog"], path: "Tests/FaultInjection"),
         .testTarget(name: "BeaconLogTests", dependencies: ["BeaconLog", "BeaconTestSupport", "FaultInjection", "beacon-test-child"]),
-        .testTarget(name: "BeaconTests", dependencies: ["Beacon", "BeaconLog", "BeaconTesting", "BeaconTestSupport", "FaultInjection", "ReadmeSnippets", "beacon-test-child", "DelayProxy"]),
+        .testTarget(name: "BeaconTests", dependencies: ["Beacon", "BeaconURLSession", "BeaconLog", "BeaconTesting", "BeaconTestSupport", "FaultInjection", "ReadmeSnippets", "beacon-test-child", "DelayProxy"]),
         // Also the ClickHouse integration suite: it drives the built `beacon`, the test child and a tracker.
         .testTarget(name: "BeaconCLITests", dependencies: ["Beacon", "BeaconLog", "BeaconCLI", "BeaconTesting", "BeaconTestSupport", "beacon-test-child"]),
     ],

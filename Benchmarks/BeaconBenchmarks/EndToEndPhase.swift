@@ -2,6 +2,7 @@ import Beacon
 import BeaconLog
 import Foundation
 import Glibc
+import BeaconURLSession
 
 /// End to end: `Beacon.track` of the workload's event with the default policies (durability 100
 /// records / 10 ms, 50 events per request, count trigger at 100 pending, 15 s interval) to the

@@ -1,6 +1,7 @@
 import Beacon
 import Foundation
 import Glibc
+import BeaconURLSession
 
 /// Soak (run only when named, `--phase soak`): an embedded tracker with the default delivery
 /// settings and the real `HTTPTransport` uploading to the loopback collector in a child process

@@ -2,6 +2,7 @@ import Beacon
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
+import BeaconURLSession
 #endif
 
 /// The upload baseline: a plain URLSession loop, one POST in flight, the bodies built beforehand

@@ -2,6 +2,7 @@ import Beacon
 import BeaconLog
 import Foundation
 import Glibc
+import BeaconURLSession
 
 /// Upload: a full log (the workload's events) delivered by the `Uploader` to a collector on
 /// 127.0.0.1 in a child process, for 50 and 500 events per request, with and without gzip; timed

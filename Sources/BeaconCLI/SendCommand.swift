@@ -3,6 +3,7 @@ import Dispatch
 import Foundation
 import Glibc
 import Synchronization
+import BeaconURLSession
 
 /// `beacon send`: uploads a directory's pending events with the library's uploader (the sidecar
 /// pattern: the service writes, `beacon send` ships).

@@ -5,6 +5,7 @@ import Testing
 @testable import Beacon
 import BeaconLog
 import BeaconTesting
+import BeaconURLSession
 
 /// The uploader with its real HTTP transport against the loopback collector.
 @Suite("Delivery: HTTP against the loopback collector", .timeLimit(.minutes(1)))

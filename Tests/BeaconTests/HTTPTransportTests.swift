@@ -3,6 +3,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import Beacon
+@testable import BeaconURLSession
 import BeaconTesting
 
 /// `HTTPTransport` holds memory for the requests in flight only: nothing of a request (its body,

@@ -28,14 +28,7 @@ rm -f "$BUILD_LOG"
 BEACON="$(swift build --package-path "$ROOT" --show-bin-path)/beacon"
 EXAMPLE="$(swift build --package-path "$HERE" --show-bin-path)/ServiceExample"
 
-WORK="$(mktemp -d)"
-COLLECTOR_PID=""; EXAMPLE_PID=""
-cleanup() {
-  [ -n "$EXAMPLE_PID" ] && kill -9 "$EXAMPLE_PID" 2>/dev/null
-  [ -n "$COLLECTOR_PID" ] && kill "$COLLECTOR_PID" 2>/dev/null && wait "$COLLECTOR_PID" 2>/dev/null
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+. "$HERE/support.sh"
 
 passed=0; failed=0
 check() {  # check NAME CONDITION-STATUS DETAIL
@@ -43,11 +36,7 @@ check() {  # check NAME CONDITION-STATUS DETAIL
   else failed=$((failed + 1)); echo "  FAILED: $1${3:+ ($3)}"; fi
 }
 
-"$BEACON" collect --port 0 --out "$WORK/collected.jsonl" 2>"$WORK/collector.log" &
-COLLECTOR_PID=$!
-for _ in $(seq 100); do grep -q "listening on" "$WORK/collector.log" 2>/dev/null && break; sleep 0.1; done
-COLLECTOR_URL="$(grep -o 'http://127.0.0.1:[0-9]*[^ ]*' "$WORK/collector.log" | head -1)"
-[ -n "$COLLECTOR_URL" ] || { echo "FAILED: the collector did not start: $(cat "$WORK/collector.log")"; exit 1; }
+start_collector "$WORK/collected.jsonl"
 
 free_port() {
   local port

@@ -107,7 +107,7 @@ extension Beacon {
         public var delivery: DeliveryConfiguration?
         /// How upload requests are sent. Default nil: ``Uploader/defaultTransport(for:environment:)``,
         /// Beacon's own ``SocketTransport`` (less CPU, flat memory) for `http://` and `https://`,
-        /// directly or through the environment's HTTP proxy; ``HTTPTransport`` (URLSession) only
+        /// directly or through the environment's HTTP proxy; `HTTPTransport` (URLSession, module `BeaconURLSession`) only
         /// when set here.
         public var transport: (any Transport)?
         /// How long the shutdown a cancelled ``Beacon/run()`` starts may deliver what is pending

@@ -13,12 +13,12 @@ import Synchronization
 /// let entry = DeadlineTimer.shared.add(at: .now() + .seconds(30)) { task.cancel() }
 /// DeadlineTimer.shared.remove(entry)   // finished in time
 /// ```
-final class DeadlineTimer: @unchecked Sendable {
+package final class DeadlineTimer: @unchecked Sendable {
     /// The process-wide timer.
-    static let shared = DeadlineTimer()
+    package static let shared = DeadlineTimer()
 
     /// A scheduled action, for ``remove(_:)``.
-    struct Entry: Sendable, Hashable {
+    package struct Entry: Sendable, Hashable {
         fileprivate let id: UInt64
     }
 
@@ -44,7 +44,7 @@ final class DeadlineTimer: @unchecked Sendable {
     }
 
     /// Runs `action` on the timer's queue at `deadline`, unless removed first.
-    func add(at deadline: DispatchTime, _ action: @escaping @Sendable () -> Void) -> Entry {
+    package func add(at deadline: DispatchTime, _ action: @escaping @Sendable () -> Void) -> Entry {
         let due = deadline.uptimeNanoseconds
         return state.withLock { s in
             s.nextID += 1
@@ -58,7 +58,7 @@ final class DeadlineTimer: @unchecked Sendable {
     }
 
     /// Forgets `entry` (and releases its action). The timer stays armed; firing early is harmless.
-    func remove(_ entry: Entry) {
+    package func remove(_ entry: Entry) {
         _ = state.withLock { $0.actions.removeValue(forKey: entry.id) }
     }
 

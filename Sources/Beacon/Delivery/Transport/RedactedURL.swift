@@ -79,7 +79,7 @@ public struct RedactedURL: Sendable, Hashable, CustomStringConvertible {
 
     /// `text` with every occurrence of `url`'s own text replaced by its redacted form: for
     /// messages written by others (a URL loading error) that may quote the URL.
-    static func scrub(_ text: String, of url: URL) -> String {
+    package static func scrub(_ text: String, of url: URL) -> String {
         let raw = url.absoluteString
         guard !raw.isEmpty, text.contains(raw) else { return text }
         return text.replacingOccurrences(of: raw, with: RedactedURL(url).description)

@@ -14,17 +14,17 @@ import Synchronization
 /// The continuation is taken out under the lock and resumed outside it: resuming can run task
 /// machinery that takes the task's status lock, while a cancellation handler holding that lock
 /// calls back into `resume` (a lock-order deadlock otherwise).
-final class ResumeOnce<T: Sendable, Failure: Error>: Sendable {
+package final class ResumeOnce<T: Sendable, Failure: Error>: Sendable {
     private let continuation: Mutex<CheckedContinuation<T, Failure>?>
     private let cleanup = Mutex<(@Sendable () -> Void)?>(nil)
 
-    init(_ continuation: CheckedContinuation<T, Failure>) {
+    package init(_ continuation: CheckedContinuation<T, Failure>) {
         self.continuation = Mutex(continuation)
     }
 
     /// Runs once, right after the continuation is resumed (for example: cancel a timer). Set it
     /// before anything can resume.
-    var onResume: (@Sendable () -> Void)? {
+    package var onResume: (@Sendable () -> Void)? {
         get { cleanup.withLock { $0 } }
         set { cleanup.withLock { $0 = newValue } }
     }
@@ -34,7 +34,7 @@ final class ResumeOnce<T: Sendable, Failure: Error>: Sendable {
 
     /// Resumes with `value` unless already resumed; returns whether this call resumed it.
     @discardableResult
-    func resume(returning value: T) -> Bool {
+    package func resume(returning value: T) -> Bool {
         guard let pending = take() else { return false }
         pending.resume(returning: value)
         finish()
@@ -43,7 +43,7 @@ final class ResumeOnce<T: Sendable, Failure: Error>: Sendable {
 
     /// Resumes by throwing `error` unless already resumed; returns whether this call resumed it.
     @discardableResult
-    func resume(throwing error: Failure) -> Bool {
+    package func resume(throwing error: Failure) -> Bool {
         guard let pending = take() else { return false }
         pending.resume(throwing: error)
         finish()
@@ -52,7 +52,7 @@ final class ResumeOnce<T: Sendable, Failure: Error>: Sendable {
 
     /// Resumes with `result` unless already resumed; returns whether this call resumed it.
     @discardableResult
-    func resume(with result: Result<T, Failure>) -> Bool {
+    package func resume(with result: Result<T, Failure>) -> Bool {
         switch result {
         case .success(let value): resume(returning: value)
         case .failure(let error): resume(throwing: error)

@@ -6,7 +6,7 @@ import Synchronization
 /// A ``Transport`` for `http://` and `https://` collectors with Beacon's own small HTTP/1.1
 /// client: one keep-alive connection, one request at a time.
 ///
-/// It costs less CPU per request than ``HTTPTransport`` and its memory stays flat however long it
+/// It costs less CPU per request than `HTTPTransport` (`BeaconURLSession`) and its memory stays flat however long it
 /// runs (`URLSession` on Linux keeps about 150 bytes per request for good). `https://` goes
 /// through the system's OpenSSL: the certificate is always verified (see ``TLSConfiguration``),
 /// TLS 1.2 or later, and a reconnection resumes the last session. A certificate that fails

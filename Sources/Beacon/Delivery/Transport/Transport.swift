@@ -69,7 +69,8 @@ enum HTTPFieldName {
     }
 }
 
-/// Sends upload requests. ``HTTPTransport`` is the default; `BeaconTesting` has an in-memory one.
+/// Sends upload requests. ``SocketTransport`` is the default; `HTTPTransport` (URLSession, product
+/// `BeaconURLSession`) is another; `BeaconTesting` has an in-memory one.
 ///
 /// A transport throws for anything that is not an HTTP answer (connection refused, reset, DNS,
 /// timeout, cancellation) and returns every HTTP answer, whatever its status: the uploader decides

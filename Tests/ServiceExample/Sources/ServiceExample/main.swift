@@ -7,6 +7,8 @@
 // Configuration from the environment: PORT (default 8080), and Beacon's BEACON_DIRECTORY,
 // BEACON_URL, BEACON_HEADERS (Beacon.Configuration.fromEnvironment). SIGTERM or SIGINT stops the
 // HTTP server first (it finishes the requests in progress), then Beacon (drain, upload, close).
+// WITHOUT_BEACON=1 runs the same service with Beacon's lines left out (no tracker, /track tracks
+// nothing): the reference wrk-compare.sh measures Beacon's cost against.
 import Beacon
 import Foundation
 import Hummingbird
@@ -26,13 +28,14 @@ do {
 }
 config.diagnostics = BeaconLogging.diagnostics(to: logger)
 config.shutdownGrace = .seconds(3)   // how long the stop may deliver, within the 5 s a deployment allows
-let beacon = try Beacon(configuration: config)
+let withoutBeacon = environment["WITHOUT_BEACON"] == "1"
+let beacon: Beacon? = withoutBeacon ? nil : try Beacon(configuration: config)
 
 let router = Router()
 router.get("/ok") { _, _ in "ok" }
 router.get("/track") { request, _ -> String in
     let id = request.uri.queryParameters.get("id", as: Int.self) ?? -1
-    beacon.track("Request", properties: ["request_id": id, "route": "/track"])   // an Int variable: no .int(id)
+    beacon?.track("Request", properties: ["request_id": id, "route": "/track"])   // an Int variable: no .int(id)
     return "ok \(id)"
 }
 
@@ -40,6 +43,7 @@ router.get("/track") { request, _ -> String in
 // `beacon send --metrics`, so one dashboard serves both), on this service's own route.
 router.get("/metrics") { request, _ -> Response in
     let format = BeaconMetrics.ExpositionFormat(accept: request.headers[.accept])
+    guard let beacon else { return Response(status: .notFound) }   // WITHOUT_BEACON=1
     let text = (await beacon.metrics).prometheusText(format)
     return Response(status: .ok, headers: [.contentType: format.contentType], body: .init(byteBuffer: ByteBuffer(string: text)))
 }
@@ -53,7 +57,7 @@ let app = Application(
 // request answered has tracked its event before Beacon drains.
 let group = ServiceGroup(
     configuration: .init(
-        services: [BeaconService(beacon: beacon), app],
+        services: beacon.map { [BeaconService(beacon: $0), app] } ?? [app],
         gracefulShutdownSignals: [.sigterm, .sigint],
         logger: logger
     )

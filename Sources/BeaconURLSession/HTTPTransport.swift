@@ -1,3 +1,4 @@
+import Beacon
 import Dispatch
 import Foundation
 #if canImport(FoundationNetworking)
@@ -5,7 +6,10 @@ import FoundationNetworking
 #endif
 import Synchronization
 
-/// The default ``Transport``: HTTP(S) through `URLSession` (FoundationNetworking on Linux).
+/// A ``Transport`` through `URLSession` (FoundationNetworking on Linux), for what Beacon's own
+/// client does not speak (SOCKS or `https://` proxies). In its own module and product,
+/// `BeaconURLSession`, so that a service that does not use it does not load FoundationNetworking
+/// and libcurl: `import BeaconURLSession`, then `config.transport = HTTPTransport()`.
 ///
 /// Each request gets its own timeout (30 s by default, from ``DeliveryConfiguration/requestTimeout``),
 /// enforced by this type as well as by `URLSession`: on Linux `URLSession` rounds timeouts down to
@@ -191,27 +195,5 @@ final class HTTPExchange: Sendable {
             if let key = key as? String, let value = value as? String { headers[key] = value }
         }
         return TransportResponse(status: http.statusCode, headers: headers, body: data.map { [UInt8]($0) } ?? [])
-    }
-}
-
-/// How many requests (``HTTPExchange``) and request bodies a transport still holds in memory.
-final class LiveCounts: Sendable {
-    let exchanges = Atomic<Int>(0)
-    let bodies = Atomic<Int>(0)
-
-    /// `bytes` as `Data` whose release is counted in ``bodies``.
-    func countedData(_ bytes: [UInt8]) -> Data {
-        let count = bytes.count
-        let memory = UnsafeMutableRawPointer.allocate(byteCount: max(1, count), alignment: 1)
-        bytes.withUnsafeBytes { memory.copyMemory(from: $0.baseAddress ?? UnsafeRawPointer(memory), byteCount: count) }
-        bodies.add(1, ordering: .relaxed)
-        return Data(bytesNoCopy: memory, count: count, deallocator: .custom { [bodies = self] pointer, _ in
-            pointer.deallocate()
-            bodies.bodies.subtract(1, ordering: .relaxed)
-        })
-    }
-
-    var current: (exchanges: Int, bodies: Int) {
-        (exchanges.load(ordering: .relaxed), bodies.load(ordering: .relaxed))
     }
 }
