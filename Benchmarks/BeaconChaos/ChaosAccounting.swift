@@ -68,7 +68,7 @@ enum ChaosAccounting {
         if !phantom.isEmpty { problem("\(phantom.count) delivered events were never produced: ids \(list(phantom))") }
         result.delivered = delivered.intersection(produced).count
         result.deliveredUnsure = delivered.intersection(unsure).count
-        // First arrivals in log order, but for what the README's order rule allows (ChaosOrder).
+        // First arrivals in log order, but for what the Guarantees article's order rule allows (ChaosOrder).
         let order = ChaosOrder(arrivals.requests)
         result.outOfOrder = order.outOfOrder
         result.explainedOutOfOrder = order.explained

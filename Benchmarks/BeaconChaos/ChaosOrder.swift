@@ -1,4 +1,4 @@
-/// The order rule of the README's Guarantees, checked exactly on the collector's record of every
+/// The order rule of the Guarantees article (Delivery order), checked exactly on the collector's record of every
 /// request it was sent (its events and its answer), for one source.
 ///
 /// With no failure the collector receives the log's order. After a request answered with a

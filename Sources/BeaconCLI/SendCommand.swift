@@ -58,7 +58,7 @@ struct SendCommand: Command {
                           records and bytes, the oldest pending event's age, events, requests and
                           bytes sent, answers by class, retries, set aside, dropped, corrupt
                           records passed over, the last success, request durations, the window
-                          in flight (names beacon_..., see the README's "Metrics")
+                          in flight (names beacon_..., see the Operating article)
           Exit: 0 drained (or stopped by a signal with --follow), 64 usage, 74 events could not
           be delivered (collector down or refusing the configuration: 401, 403, 404, a
           certificate that fails verification...; they stay pending; the message quotes the

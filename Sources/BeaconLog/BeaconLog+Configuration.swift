@@ -1,5 +1,5 @@
 extension BeaconLog {
-    /// When an appended record becomes durable (fsynced). See the README for loss windows.
+    /// When an appended record becomes durable (fsynced). See the Guarantees article (durability modes) for loss windows.
     public enum Durability: Sendable, Equatable {
         /// Every `append` returns only after its record is fsynced. Concurrent appends share one fsync.
         case everyRecord

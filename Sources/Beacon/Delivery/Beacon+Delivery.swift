@@ -106,7 +106,7 @@ extension Beacon {
     ///
     /// For a program without a lifecycle of its own. Do not combine it with a service group
     /// (swift-service-lifecycle), Vapor or Hummingbird: they handle the signals and stop services
-    /// in order; run the tracker as one of their services instead (README: "Running in a service").
+    /// in order; run the tracker as one of their services instead (the Getting started article: "Running in a service").
     ///
     /// ```swift
     /// beacon.installTerminationHandler { signal, report in
