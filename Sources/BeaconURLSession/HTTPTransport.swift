@@ -6,12 +6,12 @@ import FoundationNetworking
 #endif
 import Synchronization
 
-/// A ``Transport`` through `URLSession` (FoundationNetworking on Linux), for what Beacon's own
+/// A `Transport` through `URLSession` (FoundationNetworking on Linux), for what Beacon's own
 /// client does not speak (SOCKS or `https://` proxies). In its own module and product,
 /// `BeaconURLSession`, so that a service that does not use it does not load FoundationNetworking
 /// and libcurl: `import BeaconURLSession`, then `config.transport = HTTPTransport()`.
 ///
-/// Each request gets its own timeout (30 s by default, from ``DeliveryConfiguration/requestTimeout``),
+/// Each request gets its own timeout (30 s by default, from `DeliveryConfiguration.requestTimeout`),
 /// enforced by this type as well as by `URLSession`: on Linux `URLSession` rounds timeouts down to
 /// whole seconds and treats a value below one second as "no timeout", so the session is given at
 /// least one second and the precise deadline is kept by cancelling the task. Nothing of a request

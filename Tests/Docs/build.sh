@@ -17,7 +17,7 @@ graphs=$(mktemp -d)
 trap 'rm -rf "$graphs"' EXIT
 rm -rf "$out" && mkdir -p "$out"
 status=0
-for module in BeaconLog Beacon BeaconTesting; do
+for module in BeaconLog Beacon BeaconTesting BeaconURLSession; do
   mkdir -p "$graphs/$module"
   swift symbolgraph-extract -module-name "$module" -target "$triple" -minimum-access-level public \
     -I "$modules" -I Sources/CZlib -I Sources/COpenSSL -Xcc -I -Xcc Sources/CBeaconCRC/include \
@@ -61,5 +61,5 @@ if missing:
     print(f"docs: {len(missing)} public symbols without a doc comment (above)", file=sys.stderr)
     sys.exit(1)
 PY
-[ $status -eq 0 ] && echo "docs: BeaconLog, Beacon and BeaconTesting built without warnings, every public symbol documented: $out"
+[ $status -eq 0 ] && echo "docs: BeaconLog, Beacon, BeaconTesting and BeaconURLSession built without warnings, every public symbol documented: $out"
 exit $status

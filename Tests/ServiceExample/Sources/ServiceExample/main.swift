@@ -19,17 +19,24 @@ let logger = Logger(label: "service-example")
 let environment = ProcessInfo.processInfo.environment
 let port = Int(environment["PORT"] ?? "") ?? 8080
 
-var config: Beacon.Configuration
-do {
-    config = try Beacon.Configuration.fromEnvironment()
-} catch {
-    logger.critical("cannot configure Beacon: \(error)")
-    exit(78)   // EX_CONFIG: the program decides to end, not the library
-}
-config.diagnostics = BeaconLogging.diagnostics(to: logger)
-config.shutdownGrace = .seconds(3)   // how long the stop may deliver, within the 5 s a deployment allows
+// WITHOUT_BEACON=1 (wrk-compare.sh): the same service with Beacon's lines left out, for comparison;
+// it needs no BEACON_* variables.
 let withoutBeacon = environment["WITHOUT_BEACON"] == "1"
-let beacon: Beacon? = withoutBeacon ? nil : try Beacon(configuration: config)
+let beacon: Beacon?
+if withoutBeacon {
+    beacon = nil
+} else {
+    var config: Beacon.Configuration
+    do {
+        config = try Beacon.Configuration.fromEnvironment()
+    } catch {
+        logger.critical("cannot configure Beacon: \(error)")
+        exit(78)   // EX_CONFIG: the program decides to end, not the library
+    }
+    config.diagnostics = BeaconLogging.diagnostics(to: logger)
+    config.shutdownGrace = .seconds(3)   // how long the stop may deliver, within the 5 s a deployment allows
+    beacon = try Beacon(configuration: config)
+}
 
 let router = Router()
 router.get("/ok") { _, _ in "ok" }
