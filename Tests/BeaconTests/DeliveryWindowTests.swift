@@ -118,8 +118,18 @@ struct DeliveryWindowTests {
         var sent = 0
         for _ in 0..<10 where sent < 300 { sent += await uploader.flush().sent }
         #expect(sent == 300)
-        let ids = received.withLock { $0 }
-        #expect(ids.flatMap { $0 } == Array(0..<300), "once each, in order (each request answered was the one after the last)")
+        // The server closes with the pipelined requests unread, so its kernel may answer them with a
+        // reset, and a reset can discard the 200 before the client reads it (RFC 9112 §9.6: the
+        // reason servers linger when closing). That request then goes again, whole: at least once.
+        let requests = received.withLock { $0 }
+        var seen = Set<Int>(), firstArrivals: [Int] = []
+        for request in requests {
+            let fresh = request.filter { !seen.contains($0) }
+            #expect(fresh.isEmpty || fresh == request, "a request is new or a whole batch again: \(request)")
+            firstArrivals += fresh
+            seen.formUnion(request)
+        }
+        #expect(firstArrivals == Array(0..<300), "every event, first arrivals in order")
         #expect(await uploader.stats.requestWindow == 1)
         #expect(diagnostics.all.filter { $0.contains("does not take pipelined requests") }.count <= 1, "\(diagnostics.all)")
     }
