@@ -9,7 +9,10 @@ import BeaconTesting
 /// servers that misbehave on purpose.
 @Suite("SocketTransport", .timeLimit(.minutes(1)))
 struct SocketTransportTests {
-    func request(_ url: URL, _ body: String = "[]", timeout: Duration = .seconds(5)) -> TransportRequest {
+    /// The default deadline is long: these servers answer at once when idle, but the whole suite
+    /// runs in parallel on 2 cores, where 5 s once passed before a scripted server was scheduled.
+    /// Tests that expect a timeout pass a short one.
+    func request(_ url: URL, _ body: String = "[]", timeout: Duration = .seconds(60)) -> TransportRequest {
         TransportRequest(url: url, headers: [("Content-Type", "application/json"), ("X-Beacon-Idempotency-Key", "k1")], body: Array(body.utf8), timeout: timeout)
     }
 
