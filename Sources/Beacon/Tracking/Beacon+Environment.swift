@@ -61,12 +61,9 @@ extension Beacon.Configuration {
               let host = url.host, !host.isEmpty else {
             throw EnvironmentError(variable: "BEACON_URL", message: "\"\(RedactedURL.redact(text))\" is not an http:// or https:// URL with a host, such as http://collector.internal:8080/events")
         }
-        config.serverURL = url
-        if !headers.isEmpty {
-            var delivery = DeliveryConfiguration(url: url)
-            delivery.headers = headers
-            config.delivery = delivery
-        }
+        var delivery = DeliveryConfiguration(url: url)
+        delivery.headers = headers
+        config.delivery = delivery
         return config
     }
 
