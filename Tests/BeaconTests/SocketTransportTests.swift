@@ -417,8 +417,10 @@ struct SocketTransportTests {
         config.transport = transport
         let beacon = try Beacon(configuration: config)
         for n in 0..<1000 { beacon.track("Numbered", properties: ["n": .int(n)]) }
+        // The background loop's passes (every 100 pending) may have sent all of it before the
+        // flush's own pass: then the flush finds nothing pending (.noData), which is as complete.
         let result = await beacon.flush()
-        guard case .drained = result.outcome else { Issue.record("expected drained, got \(result)"); return }
+        #expect(result.outcome.isComplete && result.remaining == 0, "\(result)")
         #expect(collector.acceptedEvents.compactMap { numberedN($0) } == Array(0..<1000))
         #expect(transport.connectionsOpened == 1)
         await beacon.shutdown()
