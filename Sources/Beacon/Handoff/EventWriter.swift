@@ -194,7 +194,7 @@ final class EventWriter: Sendable {
         lock.withLock { $0.state.hooks.onAppended = hook }
     }
 
-    /// The most records the batch array keeps room for between commits (8 bytes each).
+    /// The most records the batch array keeps room for after a small batch (8 bytes each).
     static let keptBatchCapacity = 4096
 
     /// The writer thread's name, as `/proc/PID/task/TID/comm`, `top -H` and `perf` show it
@@ -438,9 +438,10 @@ final class EventWriter: Sendable {
 
             write(batch, hooks: hooks)
             nextCommit = monotonicNanoseconds() + pacing.intervalNanoseconds
-            // Frees the records outside the lock; an array grown by a burst is not kept (it swaps
-            // with the queue, so both would hold it for good).
-            if batch.capacity > Self.keptBatchCapacity {
+            // Frees the records outside the lock. An array grown by a burst is kept while bursts
+            // last and freed after the first small batch (it swaps with the queue, so both would
+            // otherwise hold it for good).
+            if batch.capacity > Self.keptBatchCapacity && batch.count <= Self.keptBatchCapacity / 4 {
                 batch = []
                 batch.reserveCapacity(1024)
             } else {

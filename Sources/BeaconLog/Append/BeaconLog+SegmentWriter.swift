@@ -191,17 +191,19 @@ extension BeaconLog {
     /// a segment's worth of chunks is kept until its fsync; without reuse every chunk would be
     /// fresh memory, page-faulted in and zeroed by the kernel (a fifth of the append time).
     ///
-    /// Only buffers of the usual size are kept (``chunkCapacity``): one that grew for a large
-    /// commit (a burst taken at once, up to a megabyte) is freed, not held for the process's
-    /// lifetime. Under `.everyRecord` and `.batched` every commit empties the buffer, so
-    /// ``committedSpareBuffers`` are enough; `.none` keeps up to a segment's worth.
+    /// A buffer that grew for a large commit (a burst taken at once, up to megabytes) is kept
+    /// while commits fill it beyond the usual size (``chunkCapacity``), so that a burst does not
+    /// grow a fresh one each time, and freed after the first commit that did not need it: it is
+    /// not held for the process's lifetime. Under `.everyRecord` and `.batched` every commit
+    /// empties the buffers, so ``committedSpareBuffers`` of the usual size are enough; `.none`
+    /// keeps up to a segment's worth.
     func recycle(_ chunks: inout [Chunk]) {
         let buffers = chunks.map(\.bytes)
         chunks = []
         let standard = chunkCapacity
-        let limit = config.durability == .none ? max(config.segmentBytes, 1 << 20) : Self.committedSpareBuffers * standard
+        let limit = config.durability == .none ? max(config.segmentBytes, 1 << 20) : Self.committedSpareBuffers * standard + buffers.reduce(0) { $0 + ($1.count > standard ? $1.capacity : 0) }
         state.withLock { s in
-            for buffer in buffers where buffer.capacity <= standard && s.spareBytes + buffer.capacity <= limit {
+            for buffer in buffers where (buffer.capacity <= standard || buffer.count > standard) && s.spareBytes + buffer.capacity <= limit {
                 buffer.count = 0
                 s.spareBytes += buffer.capacity
                 s.spare.append(buffer)
