@@ -174,7 +174,17 @@ extension Uploader {
                 batch = try await onIO { try log.read(from: readFrom, maxRecords: count, maxBytes: bytes) }
             }
         }
-        if let first = batch.firstSeq, first > checkpoint.seq { await settleDropped(checkpoint.seq..<first) }
+        if let first = batch.firstSeq, first > checkpoint.seq {
+            // The gap must start at the durable checkpoint: the deferred acknowledgements before
+            // it first count what was read from a deleted segment and delivered (reader.counters
+            // saves the gap as settled, so one settled ahead of them would count those dropped).
+            do {
+                try await settleAcknowledgement()
+            } catch {
+                throw storageFailure(error, doing: "acknowledging delivered events").error
+            }
+            await settleDropped(checkpoint.seq..<first)
+        }
         if batch.isEmpty { return nil }
         let sendable = try await setAsideExpired(batch)
         if sendable.isEmpty {
