@@ -13,6 +13,15 @@ import BeaconTesting
 /// `.ci/run`'s chaos minute counted 7 (here 50-200 a minute) delivered events as dropped.
 @Suite("The quota's gap found while a delivered batch's acknowledgement is pending", .timeLimit(.minutes(2)))
 struct QuotaGapAfterReadTests {
+    /// A `.write` log in `dir` holding events 0..<40 (`beacon append`), a `.read` log over it
+    /// (`beacon send`) and the transport its uploader will use.
+    static func writerAndSender(_ dir: DeliveryTempDir) throws -> (BeaconLog, BeaconLog, InMemoryTransport) {
+        let writer = try QuotaInDoubtTests.writer(dir.path)
+        for i in 0..<40 { try writer.append(deliveryEvent(i)) }
+        try writer.sync()
+        return (writer, try QuotaInDoubtTests.reader(dir.path), InMemoryTransport())
+    }
+
     @Test("a .read log: records read before a gap and acknowledged after it was settled count as delivered, for every read length",
           arguments: 1...16)
     func readBeforeTheGap(read: Int) throws {
@@ -50,11 +59,7 @@ struct QuotaGapAfterReadTests {
     func uploaderCountsExactly(dropAt request: Int, batchAndWindow: (batch: Int, window: Int)) async throws {
         let dir = DeliveryTempDir()
         defer { dir.remove() }
-        let writer = try QuotaInDoubtTests.writer(dir.path)
-        for i in 0..<40 { try writer.append(deliveryEvent(i)) }
-        try writer.sync()
-        let log = try QuotaInDoubtTests.reader(dir.path)
-        let transport = InMemoryTransport()
+        let (writer, log, transport) = try Self.writerAndSender(dir)
         let requests = Mutex(0)
         let writerFailure = Mutex<String?>(nil)
         transport.setHandler { _ in
@@ -102,11 +107,7 @@ extension QuotaGapAfterReadTests {
         let batch = kill.batch
         let dir = DeliveryTempDir()
         defer { dir.remove() }
-        let writer = try QuotaInDoubtTests.writer(dir.path)
-        for i in 0..<40 { try writer.append(deliveryEvent(i)) }
-        try writer.sync()
-        let log = try QuotaInDoubtTests.reader(dir.path)
-        let transport = InMemoryTransport()
+        let (writer, log, transport) = try Self.writerAndSender(dir)
         struct Seen {
             var requests = 0
             var highest = -1
