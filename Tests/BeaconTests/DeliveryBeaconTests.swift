@@ -58,7 +58,7 @@ struct DeliveryBeaconTests {
         // next interval or flush). What must hold: the passes bring the pending events below
         // flushBulkSize, and every event not pending was accepted, once, in order. (A lost
         // trigger leaves 20 or more pending.) The poll's generous bound only matters under load.
-        let settled = await eventually(20) {
+        let settled = await eventually(60) {
             let pending = await beacon.deliveryStats.pendingEvents
             return pending < 20 && collector.acceptedEvents.count + Int(pending) == 45
         }
