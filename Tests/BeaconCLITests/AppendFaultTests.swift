@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+import BeaconTestTraits
 @testable import BeaconCLI
 
 /// A shared library, preloaded into the built `beacon` (`LD_PRELOAD`), that fails `write(2)` or
@@ -132,7 +133,7 @@ enum FaultShim {
 
 /// `beacon append` with real write and fsync failures under it: the exit status, the resume line
 /// it names, and that following its advice appends every line exactly once.
-@Suite("beacon append under injected write and fsync errors", .enabled(if: FaultShim.available, FaultShim.unavailableReason))
+@Suite("beacon append under injected write and fsync errors", .enabled(if: FaultShim.available, FaultShim.unavailableReason), .blocking)
 struct AppendFaultTests {
     /// One run: the `--sync` mode, which call fails (WRITE or FSYNC), the first failing call, the errno, and whether it keeps failing.
     struct Fault: CustomTestStringConvertible, Sendable {
@@ -209,7 +210,7 @@ struct AppendFaultTests {
 
 /// The resume point from the appender's own account: lines are durable up to the first record
 /// that is not, refused lines included.
-@Suite struct ResumePointTests {
+@Suite(.blocking) struct ResumePointTests {
     @Test func ledgerMapsRecordsToLinesAcrossRefusedLines() {
         var ledger = LineLedger()
         let lines = [1, 2, 3, 6, 7, 9, 10, 11, 20]  // lines 4, 5, 8, 12–19 were refused

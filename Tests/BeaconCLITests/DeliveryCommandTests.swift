@@ -2,6 +2,7 @@ import BeaconTestSupport
 import Foundation
 import Glibc
 import Testing
+import BeaconTestTraits
 
 /// A free TCP port on 127.0.0.1 (bound to port 0, read back, closed).
 func freePort() -> Int {
@@ -41,7 +42,7 @@ func lines(of path: String) -> [String] {
     String(decoding: fileContents(atPath: path) ?? Data(), as: UTF8.self).split(separator: "\n").map(String.init)
 }
 
-@Suite("beacon send and beacon collect", .serialized)
+@Suite("beacon send and beacon collect", .serialized, .blocking)
 struct DeliveryCommandTests {
     @Test("send drains a directory to collect in every format, with and without gzip, through each transport", arguments: [
         ("array", false, "auto"), ("array", true, "socket"), ("envelope", false, "urlsession"),

@@ -4,10 +4,11 @@ import BeaconTestSupport
 import Foundation
 import Glibc
 import Testing
+import BeaconTestTraits
 
 /// Issue 28: the lag in `beacon status`, and `beacon send --follow --metrics` scraped by
 /// promtool and by a real Prometheus server (Debian's `prometheus`; skipped, loudly, without it).
-@Suite("Metrics: status lag, send --metrics, promtool and Prometheus", .serialized)
+@Suite("Metrics: status lag, send --metrics, promtool and Prometheus", .serialized, .blocking)
 struct MetricsCommandTests {
     @Test("status shows the oldest pending event's age: by its time field, or since its segment was created; null when nothing is pending")
     func statusShowsLag() throws {

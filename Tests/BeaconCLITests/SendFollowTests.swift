@@ -3,10 +3,11 @@ import Foundation
 import Glibc
 import Synchronization
 import Testing
+import BeaconTestTraits
 
 /// `beacon send` as a sidecar: it stops promptly on a signal even with a request in flight, and
 /// `--follow` wakes when the writer appends, not on a timer.
-@Suite("beacon send: signals and --follow", .serialized)
+@Suite("beacon send: signals and --follow", .serialized, .blocking)
 struct SendFollowTests {
     /// A collector that reads requests and, while `answering` is false, never answers them; the
     /// idempotency key of every request it read, in order.
@@ -75,7 +76,7 @@ struct SendFollowTests {
 }
 
 /// `--follow` wakes on appends (inotify), not on a timer.
-@Suite("beacon send --follow without polling", .serialized)
+@Suite("beacon send --follow without polling", .serialized, .blocking)
 struct FollowWakeTests {
     /// Voluntary and involuntary context switches of every thread of `pid` so far.
     static func contextSwitches(_ pid: Int32) -> Int {

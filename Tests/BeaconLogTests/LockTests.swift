@@ -1,11 +1,12 @@
 import Foundation
 import Glibc
 import Testing
+import BeaconTestTraits
 @testable import BeaconLog
 
 /// `writer.lock` / `reader.lock` across two processes (the `beacon-test-child` holds one), and the
 /// writer/reader split: one process appends while another reads and acknowledges.
-@Suite struct LockTests {
+@Suite(.blocking) struct LockTests {
     /// While a child holds the writer lock: opening to write fails with `.locked` naming its pid,
     /// opening to read works; after SIGKILL the lock is free.
     @Test func writerLockHeldByAnotherProcess() throws {

@@ -4,13 +4,14 @@ import Glibc
 import Synchronization
 import BeaconTestSupport
 import Testing
+import BeaconTestTraits
 @testable import Beacon
 import BeaconTesting
 import DelayProxy
 
 /// The benchmark's delay proxy: it adds its round trip to every exchange, and delays a stream by
 /// its one-way time once, not per chunk.
-@Suite("Delay proxy: a collector far away on loopback", .timeLimit(.minutes(1)))
+@Suite("Delay proxy: a collector far away on loopback", .timeLimit(.minutes(1)), .blocking)
 struct DelayProxyTests {
     @Test("a request through the proxy takes at least its round trip, and arrives intact", arguments: [20, 100])
     func requestTakesRoundTrip(rtt: Int) async throws {

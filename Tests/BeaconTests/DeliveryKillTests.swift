@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import Synchronization
 import Testing
+import BeaconTestTraits
 @testable import Beacon
 import BeaconLog
 import BeaconTesting
@@ -109,7 +110,7 @@ func trackIdText(_ event: [UInt8]) -> String {
     return String(text[range.upperBound...].prefix { $0.isNumber })
 }
 
-@Suite("Delivery: kill -9 while uploading", .serialized, .timeLimit(.minutes(1)))
+@Suite("Delivery: kill -9 while uploading", .serialized, .timeLimit(.minutes(3)), .blocking)
 struct DeliveryKillTests {
     @Test("received (deduplicated) + pending == every durable event, in order; duplicates are whole batches with their key")
     func killLoop() async throws {

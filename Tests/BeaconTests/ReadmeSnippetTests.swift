@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import BeaconTestTraits
 
 /// Every Swift block of README.md and of the DocC articles (`Sources/*/*.docc/*.md`) is compiled,
 /// so the documentation cannot drift from the API:
@@ -14,7 +15,7 @@ import Testing
 ///   evaluate it.
 ///
 /// And every snippet in `Tests/ReadmeSnippets/` must still be in the README or an article.
-@Suite("README and articles: every Swift block is compiled")
+@Suite("README and articles: every Swift block is compiled", .blocking)
 struct ReadmeSnippetTests {
     struct Block: CustomStringConvertible {
         var marker: String
