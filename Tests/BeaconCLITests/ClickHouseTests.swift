@@ -222,7 +222,7 @@ struct ClickHouseTests {
             let out = dir + ".round\(round)"
             defer { try? FileManager.default.removeItem(atPath: out) }
             let service = try RunningTool(["deliver", dir, url, String(start), String(count), "ndjson"], stdoutFile: out, executable: child)
-            #expect(eventually(within: 10) { lines(of: out).contains("ready") }, "round \(round) started")
+            #expect(eventually(within: 60) { lines(of: out).contains("ready") }, "round \(round) started")
             if last {
                 // A last run that is not killed delivers the rest and shuts down cleanly.
                 let end = try service.finish()

@@ -52,15 +52,16 @@ struct SendFollowTests {
             var arguments = ["send", dir, "--url", collector.url, "--transport", transport, "--batch", "5", "--catch-up-batch", "5"]
             if follow { arguments.append("--follow") }
             let sender = try RunningTool(arguments)
-            #expect(eventually(within: 20) { collector.keys.count == 1 }, "the first request arrives")
+            #expect(eventually(within: 60) { collector.keys.count == 1 }, "the first request arrives")
             let clock = ContinuousClock()
             let began = clock.now
             let stopped = sender.signal(signal)
             let took = began.duration(to: clock.now)
             print("send \(follow ? "--follow " : "")--transport \(transport) stopped \(took) after signal \(signal)")
-            // Within a second when the machine is not busy; the bound leaves room for a loaded one
-            // (before, it waited for the request's 30 s timeout).
-            #expect(took < .seconds(5), "\(took): \(stopped.stderr)")
+            // Within a second when the machine is not busy. Before, it waited for the request's 30 s
+            // timeout: the bound stays below that, and leaves a loaded 2-core machine room to
+            // schedule the exit (5 s was CI's margin for a test that timed out at 5 s under load).
+            #expect(took < .seconds(20), "\(took): \(stopped.stderr)")
             #expect(stopped.status == 0, "\(stopped.stderr)")
             #expect(stopped.stderr.contains("stopped by signal \(signal)"), "\(stopped.stderr)")
             #expect(try statusJSON(dir)["pending_records"] as? Int == 7)
@@ -113,7 +114,7 @@ struct FollowWakeTests {
                 usleep(50_000)
                 let began = clock.now
                 _ = try writer.append(all[i])
-                guard eventually(within: 10, { lines(of: out).count == i + 1 }) else {
+                guard eventually(within: 60, { lines(of: out).count == i + 1 }) else {
                     Issue.record("event \(i) was not delivered")
                     break
                 }

@@ -95,7 +95,7 @@ import BeaconTestTraits
             let log = try BeaconLog(configuration: config)
             var received: [UInt64] = []
             var contents: [String] = []
-            let deadline = ContinuousClock.now + .seconds(20)
+            let deadline = ContinuousClock.now + .seconds(60)
             var childDone = false
             while received.count < count && ContinuousClock.now < deadline {
                 let batch = try log.read(maxRecords: Int.random(in: 1...120))

@@ -87,7 +87,7 @@ import FaultInjection
             appending.start()
             var seqs: [UInt64] = []
             var records: [String] = []
-            let deadline = ContinuousClock.now + .seconds(20)
+            let deadline = ContinuousClock.now + .seconds(60)
             while seqs.count < count && ContinuousClock.now < deadline {
                 let done = appended.load(ordering: .acquiring)
                 let batch = try reader.read(maxRecords: 37)

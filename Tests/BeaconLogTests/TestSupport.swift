@@ -185,7 +185,7 @@ final class ChildProcess: Sendable {
 
     /// Waits (polling every millisecond, at most `timeout` seconds) for a line satisfying `predicate`.
     @discardableResult
-    func waitForLine(timeout: Double = 10, where predicate: (String) -> Bool) throws -> String {
+    func waitForLine(timeout: Double = 60, where predicate: (String) -> Bool) throws -> String {
         let deadline = ContinuousClock.now + .milliseconds(Int64(timeout * 1000))
         while ContinuousClock.now < deadline {
             let (lines, eof) = output.withLock { ($0.lines, $0.eof) }

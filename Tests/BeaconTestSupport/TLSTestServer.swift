@@ -237,7 +237,7 @@ public final class TLSTestServer: @unchecked Sendable {
     }
 }
 
-/// Starts `executable` with `arguments` (no standard streams) and waits up to 10 s until it
+/// Starts `executable` with `arguments` (no standard streams) and waits up to 60 s until it
 /// accepts connections on every one of `ports`. When it exits or does not accept in time, it is
 /// killed and the failure quotes the last lines of `errorLog`.
 func startLoopbackServer(_ name: String, _ executable: String, _ arguments: [String], ports: [UInt16], errorLog: String) throws -> Result<Process, TLSTestError> {
@@ -248,7 +248,7 @@ func startLoopbackServer(_ name: String, _ executable: String, _ arguments: [Str
     process.standardOutput = FileHandle.nullDevice
     process.standardError = FileHandle.nullDevice
     try process.run()
-    let deadline = ContinuousClock.now + .seconds(10)
+    let deadline = ContinuousClock.now + .seconds(60)
     while process.isRunning, ContinuousClock.now < deadline, !ports.allSatisfy(loopbackAccepts) { usleep(5000) }
     if process.isRunning, ports.allSatisfy(loopbackAccepts) { return .success(process) }
     if process.isRunning { kill(process.processIdentifier, SIGKILL) }

@@ -66,7 +66,8 @@ struct DelayProxyTests {
         close(fd)
         #expect(received == bytes, "the bytes arrive intact and in order")
         #expect(took >= .milliseconds(200))
-        #expect(took < .seconds(15), "took \(took): delayed per chunk?")
+        // Below the 25.6 s that 128 delays of 200 ms take, whatever the load; not a speed bound.
+        #expect(took < .seconds(25), "took \(took): delayed per chunk?")
     }
 }
 

@@ -118,7 +118,7 @@ func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
                 finished.store(true, ordering: .relaxed)
                 done.signal()
             }.start()
-            #expect(eventually(within: 10) { beacon.stats.tracked >= 100 }, "the busy thread did not start tracking")
+            #expect(eventually(within: 60) { beacon.stats.tracked >= 100 }, "the busy thread did not start tracking")
             for round in 0..<5 {
                 beacon.track("Mine", properties: ["round": .int(round)])
                 try beacon.sync()
