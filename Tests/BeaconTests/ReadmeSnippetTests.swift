@@ -166,19 +166,13 @@ struct ReadmeSnippetTests {
             try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
             defer { try? FileManager.default.removeItem(at: dir) }
             try block.lines.joined(separator: "\n").write(to: dir.appendingPathComponent("Package.swift"), atomically: true, encoding: .utf8)
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["swift", "package", "dump-package", "--package-path", dir.path]
-            let output = Pipe()
-            process.standardOutput = output
-            process.standardError = output
-            do { try process.run() } catch {
+            let ran: (ending: SpawnedProcess.Ending, output: String)
+            do { ran = try SpawnedProcess.run("/usr/bin/env", ["swift", "package", "dump-package", "--package-path", dir.path]) } catch {
                 print("SKIPPED: \(block) (a manifest) is not evaluated: `swift` could not be started (\(error))")
                 return
             }
-            let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
-            #expect(process.terminationStatus == 0, "\(block): swift package dump-package failed: \(text)")
+            let text = ran.output
+            #expect(ran.ending == .exited(0), "\(block): swift package dump-package failed (\(ran.ending)): \(text)")
             #expect(text.contains(#""MyService""#), "\(block): \(text.prefix(500))")
         }
     }
