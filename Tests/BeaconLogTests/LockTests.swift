@@ -80,6 +80,30 @@ import BeaconTestTraits
         }
     }
 
+    /// A copy of a lock file's descriptor, as a child that another thread is spawning holds until
+    /// its `exec`: closing the log still releases both locks, so the directory reopens at once.
+    /// Before, `close` alone left the lock on the open file description the copy kept alive, and
+    /// the next open (after its 200 ms of retries) failed with `.locked`, naming this process:
+    /// seen in full runs at load 20, where reopening tests ran beside tests spawning children.
+    @Test func aCopiedLockDescriptorDoesNotKeepTheLock() throws {
+        try withTemporaryDirectory { dir in
+            let log = try BeaconLog(configuration: smallConfig(dir))
+            // Every descriptor of this process open on one of the directory's lock files, copied.
+            let fds = (try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")).compactMap { Int32($0) }
+            let lockFiles = [dir + "/writer.lock", dir + "/reader.lock"]
+            let copies = fds.filter { fd in
+                (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(fd)")).map(lockFiles.contains) == true
+            }.map { dup($0) }
+            defer { copies.forEach { close($0) } }
+            #expect(copies.count == 2, "the writer and reader lock files are open once each")
+            try log.close()
+            #expect(BeaconLog.lockHolder(.writer, directory: dir) == nil)
+            #expect(BeaconLog.lockHolder(.reader, directory: dir) == nil)
+            let reopened = try BeaconLog(configuration: smallConfig(dir))
+            try reopened.close()
+        }
+    }
+
     /// A child appends with `.write` access (every policy) while this process reads and
     /// acknowledges with `.read`: every record arrives once, in order, and acknowledged
     /// segments are deleted under the writer.
