@@ -79,12 +79,14 @@ struct SendFollowTests {
 /// `--follow` wakes on appends (inotify), not on a timer.
 @Suite("beacon send --follow without polling", .serialized, .blocking)
 struct FollowWakeTests {
-    /// Voluntary and involuntary context switches of every thread of `pid` so far.
+    /// Voluntary context switches of every thread of `pid` so far: one each time a thread goes to
+    /// sleep (a timer's wakeup ends in one). Involuntary ones are not counted: they come from the
+    /// machine's load preempting a thread that runs, not from a thread waking up.
     static func contextSwitches(_ pid: Int32) -> Int {
         let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
         return tasks.reduce(0) { total, task in
             let status = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/status", encoding: .utf8)) ?? ""
-            return total + status.split(separator: "\n").filter { $0.hasSuffix("ctxt_switches") || $0.contains("ctxt_switches:") }
+            return total + status.split(separator: "\n").filter { $0.hasPrefix("voluntary_ctxt_switches:") }
                 .compactMap { Int($0.split(separator: ":").last!.trimmingCharacters(in: .whitespaces)) }.reduce(0, +)
         }
     }
@@ -139,7 +141,16 @@ struct FollowWakeTests {
             #expect(lines(of: out) == all)
 
             // Idle: no timer wakes the process (the old code looked every 0.5 s, sleeping in 0.1 s steps).
-            usleep(300_000)
+            // First, until the last delivery's work has gone to sleep: 300 ms without a switch
+            // (a loaded machine finishes it late; bounded for a process that never settles).
+            var settled = Self.contextSwitches(sender.pid)
+            let settleEnd = ContinuousClock.now + .seconds(30)
+            while ContinuousClock.now < settleEnd {
+                usleep(300_000)
+                let now = Self.contextSwitches(sender.pid)
+                if now == settled { break }
+                settled = now
+            }
             let before = Self.contextSwitches(sender.pid)
             usleep(2_000_000)
             let switches = Self.contextSwitches(sender.pid) - before
