@@ -119,7 +119,7 @@ struct ProxyRouteTests {
 @Suite("Proxies: requests through a proxy", .timeLimit(.minutes(1)))
 struct ProxyTransportTests {
     func request(_ url: URL, _ body: String = "[1]") -> TransportRequest {
-        TransportRequest(url: url, headers: [("Content-Type", "application/json")], body: Array(body.utf8), timeout: .seconds(10))
+        TransportRequest(url: url, headers: [("Content-Type", "application/json")], body: Array(body.utf8), timeout: .seconds(60))
     }
 
     /// A collector answering 200 with the request's head as body.

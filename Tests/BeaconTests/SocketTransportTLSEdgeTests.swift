@@ -88,7 +88,7 @@ struct SocketTransportTLSEdgeTests {
     }
 
     func request(_ url: URL) -> TransportRequest {
-        TransportRequest(url: url, headers: [("Content-Type", "application/json")], body: Array("[{\"e\":1}]".utf8), timeout: .seconds(10))
+        TransportRequest(url: url, headers: [("Content-Type", "application/json")], body: Array("[{\"e\":1}]".utf8), timeout: .seconds(60))
     }
 
     static func pki() throws -> TestPKI { try TestPKI.shared.get() }

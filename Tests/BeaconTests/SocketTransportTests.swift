@@ -362,9 +362,9 @@ struct SocketTransportTests {
         #expect(error.message.contains(collector.url.absoluteString))
         #expect(try await next.value.status == 200)
         // The cancelled exchange let go of the connection at once: the next request did not wait
-        // for the first one's 30 s deadline.
+        // for the first one's 30 s deadline (the bound stays below it, with room for a loaded machine).
         let waited = answeredAt.withLock { $0 }.map { cancelledAt.duration(to: $0) }
-        #expect(waited.map { $0 < .seconds(5) } == true, "\(String(describing: waited))")
+        #expect(waited.map { $0 < .seconds(20) } == true, "\(String(describing: waited))")
         #expect(transport.connectionsOpened == 2)
         #expect(await eventually(30) { transport.live.current.exchanges == 0 })
     }
