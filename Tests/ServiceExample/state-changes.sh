@@ -28,7 +28,13 @@ fi
 echo "building the service example and beacon (the first build takes 3-5 minutes)..."
 BUILD_LOG="$(mktemp)"
 swift build --package-path "$ROOT" --product beacon >"$BUILD_LOG" 2>&1 || { tail -30 "$BUILD_LOG"; echo "FAILED: building beacon"; exit 1; }
-swift build --package-path "$HERE" >"$BUILD_LOG" 2>&1 || { tail -30 "$BUILD_LOG"; echo "FAILED: building the service example"; exit 1; }
+# The example's dependencies come from the network: where they cannot be fetched or built, this
+# test is skipped loudly (test.sh, which .ci/run runs first with the same build, fails on it).
+if ! swift build --package-path "$HERE" >"$BUILD_LOG" 2>&1; then
+  tail -30 "$BUILD_LOG"
+  echo "state-change test SKIPPED: the service example could not be built (above; test.sh reports it as a failure)"
+  exit 0
+fi
 rm -f "$BUILD_LOG"
 BEACON="$(swift build --package-path "$ROOT" --show-bin-path)/beacon"
 EXAMPLE="$(swift build --package-path "$HERE" --show-bin-path)/ServiceExample"
