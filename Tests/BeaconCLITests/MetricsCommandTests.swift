@@ -298,14 +298,15 @@ final class ScrapeRecorder: @unchecked Sendable {
     /// Listens on a free loopback port and forwards every request to 127.0.0.1:`upstream`.
     init(forwardingTo upstream: UInt16) throws {
         self.upstream = upstream
-        listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard listener >= 0 else { throw POSIXError(.EIO) }
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw POSIXError(.EIO) }
         var address = loopbackAddress(0)
-        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        guard bound == 0, listen(listener, 16) == 0 else { close(listener); throw POSIXError(.EADDRINUSE) }
+        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        guard bound == 0, listen(fd, 16) == 0 else { close(fd); throw POSIXError(.EADDRINUSE) }
         var local = sockaddr_in()
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &local) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) } }
+        _ = withUnsafeMutablePointer(to: &local) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        listener = fd
         port = UInt16(bigEndian: local.sin_port)
         Thread { [self] in
             while !stopped.withLock({ $0 }) {
@@ -332,7 +333,7 @@ final class ScrapeRecorder: @unchecked Sendable {
         // The request head (a GET has no body).
         var head = [UInt8]()
         var byte = [UInt8](repeating: 0, count: 4096)
-        while !head.ends(with: Array("\r\n\r\n".utf8)) {
+        while !(head.count >= 4 && head.suffix(4).elementsEqual("\r\n\r\n".utf8)) {
             let n = recv(client, &byte, 1, 0)
             if n <= 0 { return }
             head.append(byte[0])
