@@ -248,24 +248,8 @@ func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async 
 
 /// A blocking `GET path` to 127.0.0.1:`port` (Connection: close).
 func httpGet(_ port: UInt16, _ path: String, accept: String? = nil) throws -> (status: Int, headers: [String: String], body: String) {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { throw POSIXError(.EIO) }
-    defer { close(fd) }
-    var timeout = timeval(tv_sec: 10, tv_usec: 0)
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    var address = loopbackAddress(port)
-    let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-    guard connected == 0 else { throw POSIXError(.ECONNREFUSED) }
     let request = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n\(accept.map { "Accept: \($0)\r\n" } ?? "")Connection: close\r\n\r\n"
-    _ = request.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
-    var data = [UInt8]()
-    var buffer = [UInt8](repeating: 0, count: 65536)
-    while true {
-        let n = recv(fd, &buffer, buffer.count, 0)
-        if n < 0 && errno == EINTR { continue }
-        if n <= 0 { break }
-        data += buffer[0..<n]
-    }
+    let data = try loopbackExchange(port, Array(request.utf8))
     let text = String(decoding: data, as: UTF8.self)
     guard let split = text.range(of: "\r\n\r\n") else { throw POSIXError(.EPROTO) }
     let headLines = text[..<split.lowerBound].split(separator: "\r\n")
@@ -342,7 +326,7 @@ final class ScrapeRecorder: @unchecked Sendable {
         let accept = lines.first { $0.lowercased().hasPrefix("accept:") }.map { String($0.dropFirst(7)).trimmingCharacters(in: .whitespaces) } ?? ""
         lines.removeAll { $0.lowercased().hasPrefix("connection:") }
         lines.append("Connection: close")
-        guard let answer = try? Self.exchange(upstream, Array((lines.joined(separator: "\r\n") + "\r\n\r\n").utf8)) else { return }
+        guard let answer = try? loopbackExchange(upstream, Array((lines.joined(separator: "\r\n") + "\r\n\r\n").utf8)) else { return }
         // Answered as received, but this hop closes the connection after it.
         guard let split = answer.firstRange(of: Array("\r\n\r\n".utf8)) else { return }
         var answerLines = String(decoding: answer[..<split.lowerBound], as: UTF8.self).components(separatedBy: "\r\n")
@@ -359,26 +343,26 @@ final class ScrapeRecorder: @unchecked Sendable {
             sent += n
         }
     }
+}
 
-    /// Sends `request` to 127.0.0.1:`port` and reads the answer until the server closes.
-    private static func exchange(_ port: UInt16, _ request: [UInt8]) throws -> [UInt8] {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw POSIXError(.EIO) }
-        defer { close(fd) }
-        var timeout = timeval(tv_sec: 10, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var address = loopbackAddress(port)
-        let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        guard connected == 0 else { throw POSIXError(.ECONNREFUSED) }
-        _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-        var data = [UInt8]()
-        var buffer = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let n = recv(fd, &buffer, buffer.count, 0)
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { break }
-            data += buffer[0..<n]
-        }
-        return data
+/// Sends `request` to 127.0.0.1:`port` and reads the answer until the server closes.
+func loopbackExchange(_ port: UInt16, _ request: [UInt8]) throws -> [UInt8] {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw POSIXError(.EIO) }
+    defer { close(fd) }
+    var timeout = timeval(tv_sec: 10, tv_usec: 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    var address = loopbackAddress(port)
+    let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+    guard connected == 0 else { throw POSIXError(.ECONNREFUSED) }
+    _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    var data = [UInt8]()
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let n = recv(fd, &buffer, buffer.count, 0)
+        if n < 0 && errno == EINTR { continue }
+        if n <= 0 { break }
+        data += buffer[0..<n]
     }
+    return data
 }

@@ -39,9 +39,9 @@ rm -f "$BUILD_LOG"
 BEACON="$(swift build --package-path "$ROOT" --show-bin-path)/beacon"
 EXAMPLE="$(swift build --package-path "$HERE" --show-bin-path)/ServiceExample"
 
-WORK="$(mktemp -d)"
-COLLECTOR_PID=""; EXAMPLE_PID=""; WORKER_PIDS=()
-cleanup() {
+. "$HERE/support.sh"
+WORKER_PIDS=()
+cleanup() {  # support.sh's, and the load and the stall of this test
   rm -f "$WORK/stall"
   touch "$WORK/stop-load"
   [ -n "$EXAMPLE_PID" ] && kill -9 "$EXAMPLE_PID" 2>/dev/null
@@ -58,25 +58,9 @@ check() {  # check NAME CONDITION-STATUS DETAIL
 }
 stamp() { date -u +%H:%M:%S; }
 
-start_collector() {  # start_collector PORT
-  : > "$WORK/collector.log"
-  "$BEACON" collect --port "$1" --out "$WORK/collected.jsonl" 2>"$WORK/collector.log" &
-  COLLECTOR_PID=$!
-  for _ in $(seq 100); do grep -q "listening on" "$WORK/collector.log" 2>/dev/null && return 0; sleep 0.1; done
-  return 1
-}
-start_collector 0 || { echo "FAILED: the collector did not start: $(cat "$WORK/collector.log")"; exit 1; }
-COLLECTOR_URL="$(grep -o 'http://127.0.0.1:[0-9]*[^ ]*' "$WORK/collector.log" | head -1)"
+start_collector "$WORK/collected.jsonl"
 COLLECTOR_PORT="$(echo "$COLLECTOR_URL" | sed -E 's|http://127.0.0.1:([0-9]+).*|\1|')"
 
-free_port() {
-  local port
-  for _ in $(seq 50); do
-    port=$((20000 + RANDOM % 40000))
-    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || { echo "$port"; return; }
-  done
-  return 1
-}
 PORT="$(free_port)"
 PORT="$PORT" BEACON_DIRECTORY="$WORK/beacon" BEACON_URL="$COLLECTOR_URL" SERVICE_EXAMPLE_STALL_FSYNC_WHILE="$WORK/stall" \
   "$EXAMPLE" >"$WORK/example.log" 2>&1 &
@@ -118,7 +102,7 @@ scrape outage-1
 sleep $(( OUTAGE_SECONDS - OUTAGE_SECONDS / 2 - 1 ))
 scrape outage-2
 sleep 1
-start_collector "$COLLECTOR_PORT" || { echo "FAILED: the collector did not start again on port $COLLECTOR_PORT: $(cat "$WORK/collector.log")"; exit 1; }
+start_collector "$WORK/collected.jsonl" "$COLLECTOR_PORT"
 echo "$(stamp) collector up again"
 wait_for_line resumed 90 || true
 sleep 5
