@@ -60,7 +60,7 @@ extension LoopbackCollector {
             }
             if decodeError == nil { request.events = BatchSplitter.events(in: request.body) }
             let reply = decide(request, decodeError: decodeError)
-            var (status, headers, body, wait) = (0, [String: String](), "", Duration.zero)
+            var (status, headers, body, wait) = (0, HTTPHeaders(), "", Duration.zero)
             var drop = false
             var hang = false
             var current = reply

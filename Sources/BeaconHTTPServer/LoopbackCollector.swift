@@ -1,3 +1,4 @@
+import Beacon
 import Foundation
 import Glibc
 import Synchronization
@@ -24,7 +25,7 @@ public final class LoopbackCollector: Sendable {
     /// One scripted answer.
     public indirect enum Reply: Sendable {
         /// Answer with this status, extra headers and body.
-        case status(Int, headers: [String: String] = [:], body: String = "")
+        case status(Int, headers: HTTPHeaders = [:], body: String = "")
         /// Wait, then answer with `reply`.
         case delayed(Duration, Reply)
         /// Close the connection without answering (after reading the request).
@@ -38,8 +39,9 @@ public final class LoopbackCollector: Sendable {
         /// The request method and path.
         public var method: String
         public var path: String
-        /// Header fields, names lowercased.
-        public var headers: [String: String]
+        /// Header fields in order, names as the client spelled them (look them up in any case:
+        /// `headers["content-type"]`).
+        public var headers: HTTPHeaders
         /// The body as received (compressed when `content-encoding` is gzip).
         public var rawBody: [UInt8]
         /// The body after gzip decoding.
@@ -48,9 +50,6 @@ public final class LoopbackCollector: Sendable {
         public var events: [[UInt8]]?
         /// The status answered; nil when the collector dropped the connection or never answered.
         public var status: Int?
-
-        /// The value of header `name` (any case).
-        public func header(_ name: String) -> String? { headers[name.lowercased()] }
     }
 
     struct State {

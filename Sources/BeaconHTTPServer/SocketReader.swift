@@ -1,3 +1,4 @@
+import Beacon
 import Glibc
 
 /// One client connection of the collector: a socket, or bytes in memory (`Tests/Fuzz/FuzzCollector`
@@ -67,7 +68,7 @@ struct SocketReader<Connection: CollectorConnection> {
     struct Head {
         var method: String
         var path: String
-        var headers: [String: String]
+        var headers: HTTPHeaders
     }
 
     /// The longest request head, and the longest chunk size or trailer line: a client sending
@@ -99,10 +100,10 @@ struct SocketReader<Connection: CollectorConnection> {
                 var lines = text.components(separatedBy: "\r\n")
                 let requestLine = lines.removeFirst().split(separator: " ")
                 guard requestLine.count >= 2 else { return nil }
-                var headers: [String: String] = [:]
+                var headers = HTTPHeaders()
                 for line in lines {
                     guard let colon = line.firstIndex(of: ":") else { continue }
-                    headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+                    headers.add(name: String(line[..<colon]), value: line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
                 }
                 return Head(method: String(requestLine[0]), path: String(requestLine[1]), headers: headers)
             }

@@ -14,7 +14,7 @@ public final class InMemoryTransport: Transport {
     /// One scripted answer.
     public enum Reply: Sendable {
         /// Answer with this status, headers and body.
-        case status(Int, headers: [String: String] = [:], body: String = "")
+        case status(Int, headers: HTTPHeaders = [:], body: String = "")
         /// Fail without an HTTP answer.
         case failure(TransportError)
         /// Never answer: the request waits until its task is cancelled.

@@ -190,9 +190,10 @@ final class HTTPExchange: Sendable {
         guard let http = response as? HTTPURLResponse else {
             throw TransportError(.network, "\(RedactedURL(url)) answered with something that is not HTTP")
         }
-        var headers: [String: String] = [:]
+        // URLSession joins repeated fields with ", " (RFC 9110 §5.3); each name comes once here.
+        var headers = HTTPHeaders()
         for (key, value) in http.allHeaderFields {
-            if let key = key as? String, let value = value as? String { headers[key] = value }
+            if let key = key as? String, let value = value as? String { headers.add(name: key, value: value) }
         }
         return TransportResponse(status: http.statusCode, headers: headers, body: data.map { [UInt8]($0) } ?? [])
     }

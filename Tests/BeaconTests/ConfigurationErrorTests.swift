@@ -3,8 +3,8 @@ import Foundation
 import Testing
 @testable import Beacon
 
-/// Bad configuration values throw a clear error from `init`, never trap; two collector URLs that
-/// disagree throw instead of one winning silently.
+/// Bad configuration values throw a clear error from `init`, never trap; the collector is named in
+/// one place (`delivery.url`).
 @Suite("Configuration: bad values throw from init")
 struct ConfigurationErrorTests {
     @Test(arguments: ["batchSize", "maxBatchBytes", "flushBulkSize", "isolateAfterFailures", "catchUpBatchSize"])
@@ -29,18 +29,22 @@ struct ConfigurationErrorTests {
         }
     }
 
-    @Test func twoCollectorURLsThatDisagreeThrow() throws {
+    @Test func theCollectorIsNamedInOnePlace() throws {
         try withTemporaryDirectory { dir in
             var config = Beacon.Configuration(directory: dir + "/t", serverURL: URL(string: "http://127.0.0.1:9/a"))
+            #expect(config.delivery?.url.path == "/a", "serverURL: in the initializer is delivery.url")
+            #expect(config.delivery?.batchSize == DeliveryConfiguration(url: URL(string: "http://h/")!).batchSize)
             config.delivery = DeliveryConfiguration(url: URL(string: "http://127.0.0.1:9/b")!)
+            config.delivery?.batchSize = 0
             config.diagnostics = { _ in }
             #expect(throws: DeliveryError.self) { _ = try Beacon(configuration: config) }
             #expect(!FileManager.default.fileExists(atPath: dir + "/t"), "nothing is opened before the configuration is checked")
-            config.delivery?.url = URL(string: "http://127.0.0.1:9/a")!
+            config.delivery?.batchSize = 7
             config.lifecycleEvents = false
             let beacon = try Beacon(configuration: config)
-            #expect(beacon.delivery.uploader?.configuration.url.path == "/a")
+            #expect(beacon.delivery.uploader?.configuration.url.path == "/b")
             beacon.closeNow()
+            #expect(Beacon.Configuration(directory: dir).delivery == nil, "no collector: events stay on disk")
         }
     }
 

@@ -51,13 +51,13 @@ struct DeliveryAcknowledgementTests {
         if reboot {
             #expect(result2.outcome.isComplete && result2.sent == 27)
             #expect(resent.map { trackIDs(in: $0) } == [Array(0..<10), Array(10..<20), Array(20..<27)])
-            #expect(resent.prefix(2).map { $0.header("Idempotency-Key") } == sent.map { $0.header("Idempotency-Key") })
-            #expect(resent.prefix(2).map { $0.header("X-Beacon-Retry") } == ["1", "1"])
+            #expect(resent.prefix(2).map { $0.headers["Idempotency-Key"] } == sent.map { $0.headers["Idempotency-Key"] })
+            #expect(resent.prefix(2).map { $0.headers["X-Beacon-Retry"] } == ["1", "1"])
         } else {
             #expect(result2.outcome.isComplete && result2.sent == 17)
             #expect(resent.map { trackIDs(in: $0) } == [Array(10..<20), Array(20..<27)])
-            #expect(resent.first?.header("Idempotency-Key") == sent.last?.header("Idempotency-Key"))
-            #expect(resent.first?.header("X-Beacon-Retry") == "1")
+            #expect(resent.first?.headers["Idempotency-Key"] == sent.last?.headers["Idempotency-Key"])
+            #expect(resent.first?.headers["X-Beacon-Retry"] == "1")
         }
     }
 
@@ -76,7 +76,7 @@ struct DeliveryAcknowledgementTests {
         let result = await uploader.flush()
         #expect(result.outcome.isComplete && result.sent == 80)
         #expect(log.checkpoint.seq == 80, "the pass ends with every acknowledgement durable")
-        let keys = transport.requests.map { $0.header("Idempotency-Key") }
+        let keys = transport.requests.map { $0.headers["Idempotency-Key"] }
 
         // The restart cuts batches of 7: only delivery.inflight can make it send the same requests.
         if reboot { try simulateReboot(crashed.path) }
@@ -93,8 +93,8 @@ struct DeliveryAcknowledgementTests {
         #expect(result2.outcome.isComplete && result2.sent == 80 - from)
         let repeated = crashAt + 1 - from / 10
         #expect(resent.prefix(repeated).map { trackIDs(in: $0) } == (from / 10...crashAt).map { Array(10 * $0..<10 * $0 + 10) })
-        #expect(resent.prefix(repeated).map { $0.header("Idempotency-Key") } == Array(keys[(from / 10)...crashAt]))
-        #expect(resent.prefix(repeated).allSatisfy { $0.header("X-Beacon-Retry") == "1" })
+        #expect(resent.prefix(repeated).map { $0.headers["Idempotency-Key"] } == Array(keys[(from / 10)...crashAt]))
+        #expect(resent.prefix(repeated).allSatisfy { $0.headers["X-Beacon-Retry"] == "1" })
         #expect(resent.flatMap { trackIDs(in: $0) } == Array(from..<80), "then the rest, in order, once")
         #expect(again.checkpoint.seq == 80)
     }
@@ -134,7 +134,7 @@ struct DeliveryAcknowledgementTests {
         let resent = transport3.requests
         try #require(resent.count >= 3)
         #expect(resent.prefix(3).map { trackIDs(in: $0) } == sent.map { trackIDs(in: $0) })
-        #expect(resent.prefix(3).map { $0.header("Idempotency-Key") } == sent.map { $0.header("Idempotency-Key") })
+        #expect(resent.prefix(3).map { $0.headers["Idempotency-Key"] } == sent.map { $0.headers["Idempotency-Key"] })
         #expect(log3.checkpoint.seq == 60)
         #expect(resent.flatMap { trackIDs(in: $0) } == Array(0..<60), "from run 1's checkpoint, in order, once")
     }

@@ -188,7 +188,7 @@ struct DeliveryIsolationTests {
         let result = await uploader.flush()
         guard case .drained = result.outcome else { Issue.record("expected drained, got \(result)"); return }
         #expect(collector.transport.requests.map { trackIDs(in: $0) } == [Array(0..<10)], "one request, the whole batch")
-        #expect(collector.transport.requests.first?.header("X-Beacon-Retry") == "5")
+        #expect(collector.transport.requests.first?.headers["X-Beacon-Retry"] == "5")
         #expect(dir.rejectedLines.isEmpty)
     }
 
@@ -226,7 +226,7 @@ struct DeliveryIsolationTests {
         #expect(collector.acceptedIDs == Array(0..<25))
         // Backoff 1 s, 2 s, 4 s (no jitter): attempts at 0, 1, 3 and 7 s.
         #expect(clock.now.offset == .seconds(7))
-        #expect(collector.transport.requests.prefix(4).map { $0.header("X-Beacon-Retry") } == ["0", "1", "2", "3"])
+        #expect(collector.transport.requests.prefix(4).map { $0.headers["X-Beacon-Retry"] } == ["0", "1", "2", "3"])
     }
 
     @Test("a flush stops retrying when the next attempt could not start before its deadline, and starts no request after it")
@@ -271,8 +271,8 @@ struct DeliveryIsolationTests {
         let result = await second.flush()
         #expect(result.sent == 5)
         let requests = failing.requests + transport.requests
-        #expect(requests.map { $0.header("X-Beacon-Retry") } == ["0", "1", "2"])
-        #expect(Set(requests.compactMap { $0.header("Idempotency-Key") }).count == 1)
+        #expect(requests.map { $0.headers["X-Beacon-Retry"] } == ["0", "1", "2"])
+        #expect(Set(requests.compactMap { $0.headers["Idempotency-Key"] }).count == 1)
         _ = first
     }
 
@@ -409,7 +409,7 @@ struct DeliveryIsolationTests {
         _ = await uploader.flush()
         let requests = transport.requests
         #expect(requests.count == 3)
-        #expect(requests[0].header("Idempotency-Key") == requests[1].header("Idempotency-Key"))
+        #expect(requests[0].headers["Idempotency-Key"] == requests[1].headers["Idempotency-Key"])
         #expect(requests[0].body == requests[1].body)
         #expect(trackIDs(in: requests[1]).count == 100 && trackIDs(in: requests[2]).count == 20)
     }

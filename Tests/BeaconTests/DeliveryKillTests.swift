@@ -98,7 +98,7 @@ func requestSummary(_ collector: LoopbackCollector) -> String {
     collector.requests.map { request in
         let numbers = (request.events ?? []).compactMap { numberedN($0) }
         let range = numbers.first.map { "\($0)...\(numbers.last!)" } ?? "-"
-        return "\(request.status.map(String.init) ?? "none") \((request.header("idempotency-key") ?? "").suffix(6)) r\(request.header("x-beacon-retry") ?? "-") \(range)"
+        return "\(request.status.map(String.init) ?? "none") \((request.headers["idempotency-key"] ?? "").suffix(6)) r\(request.headers["x-beacon-retry"] ?? "-") \(range)"
     }.joined(separator: "; ")
 }
 
@@ -153,7 +153,7 @@ struct DeliveryKillTests {
         var keyBodies: [String: [[UInt8]]] = [:]
         for request in collector.requests where request.status.map({ $0 / 100 == 2 }) == true {
             let events = request.events ?? []
-            let key = request.header("idempotency-key") ?? ""
+            let key = request.headers["idempotency-key"] ?? ""
             let ids = events.map { trackIdText($0) }
             let fresh = ids.filter { !seenTrackIds.contains($0) }
             if fresh.count != ids.count {
@@ -220,24 +220,24 @@ struct DeliveryKillTests {
         var seen: [String: Int] = [:]
         var firsts: [Int] = []
         for request in requests {
-            let key = request.header("idempotency-key") ?? ""
+            let key = request.headers["idempotency-key"] ?? ""
             seen[key, default: 0] += 1
             if seen[key] == 1 { firsts += trackIDs(request.events ?? []) }
         }
         #expect(firsts == Array(0..<(batch * batches)), "every event, in order")
-        let repeated = requests.indices.filter { i in requests[..<i].contains { $0.header("idempotency-key") == requests[i].header("idempotency-key") } }
+        let repeated = requests.indices.filter { i in requests[..<i].contains { $0.headers["idempotency-key"] == requests[i].headers["idempotency-key"] } }
         #expect(seen.values.allSatisfy { $0 <= 2 }, "each batch sent at most twice")
         if window == 1 {
             #expect(repeated.count == kills.count, "one request sent again per kill: \(repeated.count) for \(kills.count) kills; \(requestSummary(collector))")
             for (k, i) in zip(kills, repeated) {
-                #expect(requests[i].header("idempotency-key") == requests[k].header("idempotency-key") && i == k + 1, "the request sent again is the one in flight at the kill")
+                #expect(requests[i].headers["idempotency-key"] == requests[k].headers["idempotency-key"] && i == k + 1, "the request sent again is the one in flight at the kill")
             }
         } else {
             // Each request sent again was among the window in flight at a kill: written before the
             // kill, so at most `window - 1` requests from the one the kill cut off (the collector
             // still reads, after the kill, what the dead process had written), sent again after it.
             for i in repeated {
-                let first = requests.firstIndex { $0.header("idempotency-key") == requests[i].header("idempotency-key") }!
+                let first = requests.firstIndex { $0.headers["idempotency-key"] == requests[i].headers["idempotency-key"] }!
                 #expect(kills.contains { k in abs(first - k) < window && i > k }, "request \(i) repeats \(first), which no kill had in flight; kills at \(kills)")
             }
             #expect(repeated.count <= kills.count * window, "at most the window per kill: \(repeated.count) for \(kills.count) kills")

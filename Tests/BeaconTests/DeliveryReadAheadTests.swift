@@ -56,7 +56,7 @@ struct DeliveryReadAheadTests {
             #expect(ids == Array(delivered..<delivered + ids.count), "request \(i) starts at the first undelivered event and holds consecutive events")
             #expect(ids.count <= max(config.batchSize, config.catchUpBatchSize ?? Int.max))
             if let failed = lastFailed {
-                #expect(request.header("Idempotency-Key") == failed.header("Idempotency-Key"), "a refused batch is sent again as it was")
+                #expect(request.headers["Idempotency-Key"] == failed.headers["Idempotency-Key"], "a refused batch is sent again as it was")
             }
             if plan[i % plan.count].status == 200 {
                 delivered += ids.count

@@ -46,7 +46,7 @@ func trackIDs(_ events: [[UInt8]]) -> [Int] { events.compactMap { trackID($0) } 
 /// The events in a request body sent through an in-memory transport (gunzipped if need be).
 func events(in request: TransportRequest) -> [[UInt8]] {
     var body = request.body
-    if request.header("Content-Encoding") == "gzip" { body = (try? Gzip.decompress(body)) ?? [] }
+    if request.headers["Content-Encoding"] == "gzip" { body = (try? Gzip.decompress(body)) ?? [] }
     return BatchSplitter.events(in: body) ?? []
 }
 

@@ -53,7 +53,6 @@ struct DropReasonWalkTests {
 
     /// Delivering to an in-memory collector that answers `status` (or 200).
     static func delivering(_ config: inout Beacon.Configuration, _ transport: InMemoryTransport) {
-        config.serverURL = URL(string: "http://127.0.0.1:9/events")
         var delivery = testDelivery(batch: 10)
         delivery.flushBulkSize = 1_000_000
         config.delivery = delivery

@@ -8,7 +8,7 @@ import Testing
     @Test func directoryAlone() throws {
         let config = try Beacon.Configuration.fromEnvironment(["BEACON_DIRECTORY": "/var/lib/app/beacon", "PATH": "/bin"])
         #expect(config.directory == "/var/lib/app/beacon")
-        #expect(config.serverURL == nil && config.delivery == nil)
+        #expect(config.delivery == nil)
         #expect(config.backpressure == .dropNewest)
     }
 
@@ -18,14 +18,13 @@ import Testing
             "BEACON_URL": "https://collector.example:8443/v1/events",
             "BEACON_HEADERS": "Authorization=Bearer%20s3cret , X-Tenant=shop,X-Empty=",
         ])
-        #expect(config.serverURL == URL(string: "https://collector.example:8443/v1/events"))
-        #expect(config.delivery?.url == config.serverURL)
+        #expect(config.delivery?.url == URL(string: "https://collector.example:8443/v1/events"))
         #expect(config.delivery?.headers == ["Authorization": "Bearer s3cret", "X-Tenant": "shop", "X-Empty": ""])
     }
 
     @Test func anEmptyURLKeepsEventsOnDisk() throws {
         let config = try Beacon.Configuration.fromEnvironment(["BEACON_DIRECTORY": "/d", "BEACON_URL": "", "BEACON_HEADERS": ""])
-        #expect(config.serverURL == nil && config.delivery == nil)
+        #expect(config.delivery == nil)
     }
 
     static let refused: [(environment: [String: String], variable: String, says: String)] = [

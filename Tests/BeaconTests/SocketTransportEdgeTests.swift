@@ -13,7 +13,7 @@ import BeaconTesting
 @Suite("SocketTransport: network edges", .timeLimit(.minutes(1)))
 struct SocketTransportEdgeTests {
     func request(_ url: URL, _ body: [UInt8] = Array("[]".utf8), headers: [(name: String, value: String)] = [], timeout: Duration = .seconds(10)) -> TransportRequest {
-        TransportRequest(url: url, headers: [("Content-Type", "application/json")] + headers, body: body, timeout: timeout)
+        TransportRequest(url: url, headers: HTTPHeaders([("Content-Type", "application/json")] + headers), body: body, timeout: timeout)
     }
 
     /// The value of field `name` in a request head, if present.

@@ -42,7 +42,7 @@ struct SocketTransportTests {
         let received = collector.requests
         #expect(received.count == 200)
         #expect(received.map { String(decoding: $0.rawBody, as: UTF8.self) } == (0..<200).map { "[{\"i\":\($0)}]" })
-        #expect(received.allSatisfy { $0.method == "POST" && $0.path == "/events" && $0.header("x-beacon-idempotency-key") == "k1" })
+        #expect(received.allSatisfy { $0.method == "POST" && $0.path == "/events" && $0.headers["x-beacon-idempotency-key"] == "k1" })
         #expect(await eventually(30) { transport.live.current.exchanges == 0 })
     }
 
@@ -112,7 +112,7 @@ struct SocketTransportTests {
             let response = try await transport.send(request(server.url))
             #expect(response.status == 200)
             #expect(String(decoding: response.body, as: UTF8.self) == "hello, world")
-            #expect(response.header("X-THING") == "a, b")
+            #expect(response.headers["X-THING"] == "a, b")
         }
         #expect(server.accepted == 1)
     }
@@ -125,7 +125,7 @@ struct SocketTransportTests {
         let response = try await SocketTransport().send(request(collector.url))
         #expect(response.status == 500)
         #expect(String(decoding: response.body, as: UTF8.self) == "Cannot parse input: expected UInt64")
-        #expect(response.header("x-clickhouse-exception-code") == "27")
+        #expect(response.headers["x-clickhouse-exception-code"] == "27")
     }
 
     @Test("interim 1xx answers are skipped")
@@ -140,7 +140,7 @@ struct SocketTransportTests {
         let transport = SocketTransport()
         for _ in 0..<2 {
             let response = try await transport.send(request(server.url))
-            #expect(response.status == 201 && response.body == Array("made".utf8) && response.header("Link") == nil)
+            #expect(response.status == 201 && response.body == Array("made".utf8) && response.headers["Link"] == nil)
         }
     }
 
@@ -197,7 +197,7 @@ struct SocketTransportTests {
         // localhost may resolve to ::1 first, where the collector does not listen: the next address is tried.
         let url = URL(string: "http://localhost:\(collector.port)/events")!
         #expect(try await SocketTransport().send(request(url)).status == 200)
-        #expect(collector.requests.first?.header("host") == "localhost:\(collector.port)")
+        #expect(collector.requests.first?.headers["host"] == "localhost:\(collector.port)")
         let endpoint = try SocketEndpoint(URL(string: "http://[::1]/a/b%20c?x=1#frag")!)
         #expect(endpoint.host == "::1" && endpoint.port == 80 && endpoint.hostField == "[::1]" && endpoint.target == "/a/b%20c?x=1")
         #expect(try SocketEndpoint(URL(string: "http://h.example")!).target == "/")
@@ -417,8 +417,10 @@ struct SocketTransportTests {
         config.transport = transport
         let beacon = try Beacon(configuration: config)
         for n in 0..<1000 { beacon.track("Numbered", properties: ["n": .int(n)]) }
+        // The background loop's passes (every 100 pending) may have sent all of it before the
+        // flush's own pass: then the flush finds nothing pending (.noData), which is as complete.
         let result = await beacon.flush()
-        guard case .drained = result.outcome else { Issue.record("expected drained, got \(result)"); return }
+        #expect(result.outcome.isComplete && result.remaining == 0, "\(result)")
         #expect(collector.acceptedEvents.compactMap { numberedN($0) } == Array(0..<1000))
         #expect(transport.connectionsOpened == 1)
         await beacon.shutdown()
@@ -434,13 +436,14 @@ struct HTTPResponseParserTests {
         var status: Int
         var body: String
         var keepsAlive: Bool
-        var headers: [String: String] = [:]
+        /// In the order received (HTTPHeaders compares in order).
+        var headers: HTTPHeaders = [:]
         var untilClose = false
         var description: String { name }
     }
 
     static let cases: [Case] = [
-        Case(name: "content-length", bytes: Array("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-A: 1\r\n\r\nhello".utf8), status: 200, body: "hello", keepsAlive: true, headers: ["X-A": "1", "Content-Length": "5"]),
+        Case(name: "content-length", bytes: Array("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-A: 1\r\n\r\nhello".utf8), status: 200, body: "hello", keepsAlive: true, headers: ["Content-Length": "5", "X-A": "1"]),
         Case(name: "chunked with extension and trailer", bytes: Array("HTTP/1.1 500 Internal Server Error\r\nTransfer-Encoding: chunked\r\n\r\n4;x=y\r\nbad \r\n3\r\nrow\r\n0\r\nT: 1\r\n\r\n".utf8), status: 500, body: "bad row", keepsAlive: true, headers: ["Transfer-Encoding": "chunked"]),
         Case(name: "interim answers first", bytes: Array("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 102 Processing\r\nA: b\r\n\r\nHTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n".utf8), status: 204, body: "", keepsAlive: false, headers: ["Connection": "close"]),
         Case(name: "folded and repeated fields, bare LF", bytes: Array("HTTP/1.1 429 Too Many\nRetry-After: 1\nX-L: a\n  b\nx-l: c\nContent-Length: 0\n\n".utf8), status: 429, body: "", keepsAlive: true, headers: ["Retry-After": "1", "X-L": "a b, c", "Content-Length": "0"]),

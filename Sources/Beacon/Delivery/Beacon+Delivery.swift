@@ -6,7 +6,7 @@ import Synchronization
 
 /// The tracker's delivery side: the uploader, and the termination handler's signal sources.
 final class DeliveryState: Sendable {
-    /// Nil when the tracker has no ``Beacon/Configuration/serverURL`` (events stay on disk).
+    /// Nil when the tracker has no ``Beacon/Configuration/delivery`` (events stay on disk).
     let uploader: Uploader?
     let time: MonotonicTime
     let signalSources = Mutex<SignalSources?>(nil)
@@ -20,7 +20,7 @@ final class DeliveryState: Sendable {
 
     init(configuration: Beacon.Configuration, log: BeaconLog) throws {
         time = MonotonicTime(configuration.monotonicClock)
-        guard let delivery = try configuration.effectiveDelivery(), configuration.storage.access == .readWrite else {
+        guard let delivery = configuration.delivery, configuration.storage.access == .readWrite else {
             uploader = nil
             return
         }
@@ -32,25 +32,12 @@ final class DeliveryState: Sendable {
 }
 
 extension Beacon.Configuration {
-    /// The delivery settings with the collector URL: ``delivery`` with ``serverURL`` as its `url`
-    /// (or the defaults for `serverURL`), nil when neither is set. Throws when both name a
-    /// collector and they differ: one of them would otherwise win silently.
-    func effectiveDelivery() throws -> DeliveryConfiguration? {
-        guard let url = serverURL else { return delivery }
-        guard var delivery else { return DeliveryConfiguration(url: url) }
-        if delivery.url != url {
-            throw DeliveryError(.configuration, "serverURL (\(RedactedURL(url))) and delivery.url (\(RedactedURL(delivery.url))) name different collectors; set one of them")
-        }
-        delivery.url = url
-        return delivery
-    }
-
     /// Throws what is wrong with this configuration, before anything is opened.
     func validate() throws {
         guard storage.access == .readWrite || storage.access == .write else {
             throw BeaconLogError(.invalidArgument, "a tracker appends: storage.access is \(storage.access); use .readWrite (append and deliver) or .write (append only)", path: directory)
         }
-        try effectiveDelivery()?.validate()
+        try delivery?.validate()
     }
 }
 
@@ -82,7 +69,7 @@ extension Beacon {
         return reportingLosses(await uploader.flush(timeout: timeout))
     }
 
-    /// Counters and state of delivery (all zero without a ``Configuration/serverURL``).
+    /// Counters and state of delivery (all zero without a ``Configuration/delivery``).
     public var deliveryStats: DeliveryStats {
         get async {
             guard let uploader = delivery.uploader else {
@@ -148,7 +135,7 @@ extension Beacon {
     func noDelivery() -> FlushResult {
         let pending = pendingOnDisk()
         if pending == 0 { return reportingLosses(FlushResult(sent: 0, remaining: 0, outcome: .noData)) }
-        return reportingLosses(FlushResult(sent: 0, remaining: pending, outcome: .failed(DeliveryError(.configuration, "the tracker has no serverURL (or opened the log with .write access), so \(pending) events stay on disk; set Configuration.serverURL or run `beacon send` on the directory"))))
+        return reportingLosses(FlushResult(sent: 0, remaining: pending, outcome: .failed(DeliveryError(.configuration, "the tracker has no collector (Configuration.delivery is nil, or the log was opened with .write access), so \(pending) events stay on disk; set Configuration.delivery (or serverURL when creating the configuration) or run `beacon send` on the directory"))))
     }
 
     func pendingOnDisk() -> UInt64 {

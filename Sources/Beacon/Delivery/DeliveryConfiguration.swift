@@ -40,8 +40,8 @@ public struct DeliveryConfiguration: Sendable {
     public var format: PayloadFormat = .jsonArray
     /// Compress bodies with gzip (`Content-Encoding: gzip`). Default off.
     public var gzip: Bool = false
-    /// Extra header fields on every request (for example `Authorization`). Never logged.
-    public var headers: [String: String] = [:]
+    /// Extra header fields on every request (for example `Authorization`), in order. Never logged.
+    public var headers: HTTPHeaders = [:]
     /// Retry timing after failures.
     public var backoff: Backoff = Backoff()
     /// Failed attempts at the same batch (retryable answers: 5xx, 408, 429, timeout, network
@@ -61,7 +61,7 @@ public struct DeliveryConfiguration: Sendable {
     public var classifyAnswer: AnswerClassifier?
 
     /// Reads a collector's answer: its status, header fields and body.
-    public typealias AnswerClassifier = @Sendable (_ status: Int, _ headers: [String: String], _ body: [UInt8]) -> AnswerAction?
+    public typealias AnswerClassifier = @Sendable (_ status: Int, _ headers: HTTPHeaders, _ body: [UInt8]) -> AnswerAction?
     /// Events older than this (by their top-level `"time"` field, epoch ms) are set aside as
     /// expired instead of sent: written to `rejected.jsonl` with reason `"expired"` and counted.
     /// `nil` (the default) never expires events.

@@ -27,6 +27,7 @@ extension Beacon {
     /// ```swift
     /// var config = Beacon.Configuration(directory: "/var/lib/app/beacon", serverURL: url)
     /// config.appVersion = "2.3.1"
+    /// config.delivery?.batchSize = 200         // the collector and how to reach it: DeliveryConfiguration
     /// config.storage.maxBytes = 64 << 20      // the log's settings: BeaconLog.Configuration
     /// let beacon = try Beacon(configuration: config)
     /// ```
@@ -50,8 +51,6 @@ extension Beacon {
             get { storage.directory }
             set { storage.directory = newValue }
         }
-        /// The collector events are delivered to; nil keeps them on disk only.
-        public var serverURL: URL?
         /// Sent as the `$app_version` preset on every event when set.
         public var appVersion: String?
 
@@ -100,10 +99,12 @@ extension Beacon {
         // MARK: Delivery
         // The delivery issue adds its settings (transport, flush policy, clock) below this line.
 
-        /// How events are delivered when ``serverURL`` is set: batch size (50), flush policy
-        /// (100 pending, every 15 s), request timeout, format, gzip, headers, backoff and
-        /// `maxEventAge`. Its `url` must be `serverURL` when both are set (opening throws otherwise). Default: the defaults of
-        /// ``DeliveryConfiguration``. Backoff and intervals run on ``monotonicClock``.
+        /// The collector and how events reach it: its `url` (the one place the collector is named),
+        /// batch size (50), flush policy (100 pending, every 15 s), request timeout, format, gzip,
+        /// headers, backoff and `maxEventAge`, with the defaults of ``DeliveryConfiguration``.
+        /// Nil (the default unless `serverURL` was given to the initializer) keeps events on disk
+        /// only, for another process to deliver (`beacon send`). Backoff and intervals run on
+        /// ``monotonicClock``.
         public var delivery: DeliveryConfiguration?
         /// How upload requests are sent. Default nil: ``Uploader/defaultTransport(for:environment:)``,
         /// Beacon's own ``SocketTransport`` (less CPU, flat memory) for `http://` and `https://`,
@@ -117,15 +118,16 @@ extension Beacon {
         public var shutdownGrace: Duration = .seconds(2)
 
         /// A configuration for a log in `directory` with BeaconLog's defaults, delivering to
-        /// `serverURL` when set.
+        /// `serverURL` with the default ``delivery`` settings when set.
         public init(directory: String, serverURL: URL? = nil) {
             self.init(storage: BeaconLog.Configuration(directory: directory), serverURL: serverURL)
         }
 
-        /// A configuration for the log `storage` describes, delivering to `serverURL` when set.
+        /// A configuration for the log `storage` describes, delivering to `serverURL` with the
+        /// default ``delivery`` settings when set.
         public init(storage: BeaconLog.Configuration, serverURL: URL? = nil) {
             self.storage = storage
-            self.serverURL = serverURL
+            self.delivery = serverURL.map(DeliveryConfiguration.init(url:))
         }
     }
 }

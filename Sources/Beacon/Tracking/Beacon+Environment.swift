@@ -61,18 +61,15 @@ extension Beacon.Configuration {
               let host = url.host, !host.isEmpty else {
             throw EnvironmentError(variable: "BEACON_URL", message: "\"\(RedactedURL.redact(text))\" is not an http:// or https:// URL with a host, such as http://collector.internal:8080/events")
         }
-        config.serverURL = url
-        if !headers.isEmpty {
-            var delivery = DeliveryConfiguration(url: url)
-            delivery.headers = headers
-            config.delivery = delivery
-        }
+        var delivery = DeliveryConfiguration(url: url)
+        delivery.headers = headers
+        config.delivery = delivery
         return config
     }
 
     /// `Name=value,Name2=value2` (values percent-decoded) as headers.
-    static func parseHeaders(_ text: String) throws -> [String: String] {
-        var headers: [String: String] = [:]
+    static func parseHeaders(_ text: String) throws -> HTTPHeaders {
+        var headers = HTTPHeaders()
         for (index, pair) in text.split(separator: ",", omittingEmptySubsequences: false).enumerated() {
             let item = pair.trimmingCharacters(in: .whitespaces)
             if item.isEmpty {
@@ -94,10 +91,10 @@ extension Beacon.Configuration {
             guard !value.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\t" || $0.value == 0x7F }) else {
                 throw EnvironmentError(variable: "BEACON_HEADERS", message: "the value of \(name) holds a control character (a line break?); header values are one line")
             }
-            guard headers[name] == nil else {
+            guard !headers.contains(name) else {
                 throw EnvironmentError(variable: "BEACON_HEADERS", message: "\(name) is given twice")
             }
-            headers[name] = value
+            headers.add(name: name, value: value)
         }
         return headers
     }

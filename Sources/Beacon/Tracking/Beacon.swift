@@ -74,8 +74,7 @@ public final class Beacon: Sendable {
     /// Throws `BeaconLogError` if the log cannot be opened, for example `.locked` when another
     /// tracker (in this or another process) uses the directory.
     /// Throws before opening anything when the configuration is wrong: ``DeliveryError`` with
-    /// `.configuration` for a delivery value out of range or a ``Configuration/serverURL`` that
-    /// disagrees with `delivery.url`, `BeaconLogError` `.invalidArgument` for a `storage.access` that
+    /// `.configuration` for a delivery value out of range, `BeaconLogError` `.invalidArgument` for a `storage.access` that
     /// cannot append.
     public init(configuration: Configuration) throws {
         try configuration.validate()

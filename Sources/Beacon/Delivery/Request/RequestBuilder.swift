@@ -4,16 +4,14 @@
 /// Headers, in order: `Content-Type`, `User-Agent: beacon-swift/<version>`, `X-Beacon-Sent-At`
 /// (epoch ms, per attempt), `Idempotency-Key` (from the events' seqs and bytes: the same events
 /// give the same key in every attempt and after restarts), `X-Beacon-Retry` (earlier sends of the
-/// same events), `Content-Encoding: gzip` when compressing, then the configured headers sorted by
-/// name. Header values are never logged.
+/// same events), `Content-Encoding: gzip` when compressing, then the configured headers in their
+/// order. Header values are never logged.
 struct RequestBuilder: Sendable {
     let configuration: DeliveryConfiguration
-    private let extraHeaders: [(name: String, value: String)]
     private let userAgent = "beacon-swift/\(Uploader.version)"
 
     init(configuration: DeliveryConfiguration) {
         self.configuration = configuration
-        self.extraHeaders = configuration.headers.sorted { $0.key < $1.key }.map { (name: $0.key, value: $0.value) }
     }
 
     /// What a request's events make of it, the same in every attempt: the body as sent (gzipped
@@ -39,15 +37,15 @@ struct RequestBuilder: Sendable {
     func request(records: [ArraySlice<UInt8>], seqs: [UInt64], crcs: [UInt32] = [], payload: Payload? = nil, sentAt: Int64, retry: Int, timeout: Duration) -> TransportRequest {
         let payload = payload ?? Payload(body: nil, key: IdempotencyKey.make(records: records, seqs: seqs, crcs: crcs))
         let body = payload.body ?? encoded(configuration.format.body(records: records, sentAt: sentAt))
-        var headers: [(name: String, value: String)] = [
+        var headers: HTTPHeaders = [
             ("Content-Type", configuration.format.contentType),
             ("User-Agent", userAgent),
             ("X-Beacon-Sent-At", String(sentAt)),
             ("Idempotency-Key", payload.key),
             ("X-Beacon-Retry", String(retry)),
         ]
-        if configuration.gzip { headers.append(("Content-Encoding", "gzip")) }
-        headers.append(contentsOf: extraHeaders)
+        if configuration.gzip { headers.add(name: "Content-Encoding", value: "gzip") }
+        for field in configuration.headers { headers.add(name: field.name, value: field.value) }
         return TransportRequest(url: configuration.url, headers: headers, body: body, timeout: timeout)
     }
 

@@ -133,10 +133,7 @@ struct HTTPResponseParser {
 
     /// The complete answer; the parser is then ready for the next one.
     mutating func takeResponse() -> TransportResponse {
-        var headers: [String: String] = [:]
-        headers.reserveCapacity(fields.count)
-        for field in fields { headers[field.name] = field.value }
-        let response = TransportResponse(status: status, headers: headers, body: body)
+        let response = TransportResponse(status: status, headers: HTTPHeaders(fields), body: body)
         reset()
         return response
     }

@@ -254,8 +254,8 @@ final class SocketConnection: @unchecked Sendable {
         out.append(UInt8(ascii: " "))
         out.append(contentsOf: endpoint.target.utf8)
         out.append(contentsOf: " HTTP/1.1\r\n".utf8)
-        if request.header("Host") == nil { line("Host", endpoint.hostField) }
-        if let authorization = endpoint.authorization, request.header("Authorization") == nil { line("Authorization", authorization) }
+        if request.headers["Host"] == nil { line("Host", endpoint.hostField) }
+        if let authorization = endpoint.authorization, request.headers["Authorization"] == nil { line("Authorization", authorization) }
         if let authorization = endpoint.proxyAuthorization { line("Proxy-Authorization", authorization) }
         for (name, value) in request.headers {
             guard HTTPToken.isToken(name.utf8) else {

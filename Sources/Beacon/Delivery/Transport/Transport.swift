@@ -7,24 +7,19 @@ public struct TransportRequest: Sendable {
     /// The HTTP method. The uploader always uses `POST`.
     public var method: String
     /// Header fields in the order they are sent. May hold secrets (`Authorization`): never log them.
-    public var headers: [(name: String, value: String)]
+    public var headers: HTTPHeaders
     /// The request body, already encoded (and compressed, when `Content-Encoding: gzip` is set).
     public var body: [UInt8]
     /// How long the transport may take before it gives up with ``TransportError/Kind/timeout``.
     public var timeout: Duration
 
     /// A request to `url`: a POST of `body` by default, given up after `timeout`.
-    public init(url: URL, method: String = "POST", headers: [(name: String, value: String)] = [], body: [UInt8], timeout: Duration = .seconds(30)) {
+    public init(url: URL, method: String = "POST", headers: HTTPHeaders = [:], body: [UInt8], timeout: Duration = .seconds(30)) {
         self.url = url
         self.method = method
         self.headers = headers
         self.body = body
         self.timeout = timeout
-    }
-
-    /// The value of header `name` (case-insensitive), if present.
-    public func header(_ name: String) -> String? {
-        headers.first { HTTPFieldName.equal($0.name, name) }?.value
     }
 }
 
@@ -32,40 +27,16 @@ public struct TransportRequest: Sendable {
 public struct TransportResponse: Sendable {
     /// The HTTP status code.
     public var status: Int
-    /// Header fields as received (names as the server spelled them).
-    public var headers: [String: String]
+    /// Header fields as received, in order (names as the server spelled them, repeated ones kept).
+    public var headers: HTTPHeaders
     /// The response body (often an error message for 4xx answers).
     public var body: [UInt8]
 
     /// An answer with `status`, and the `headers` and `body` that came with it.
-    public init(status: Int, headers: [String: String] = [:], body: [UInt8] = []) {
+    public init(status: Int, headers: HTTPHeaders = [:], body: [UInt8] = []) {
         self.status = status
         self.headers = headers
         self.body = body
-    }
-
-    /// The value of header `name` (case-insensitive), if present.
-    public func header(_ name: String) -> String? {
-        if let exact = headers[name] { return exact }
-        return headers.first { HTTPFieldName.equal($0.key, name) }?.value
-    }
-}
-
-/// Header field names compared as HTTP compares them: ASCII letters without regard to case
-/// (RFC 9110 §5.1), byte by byte, without Foundation's locale-aware comparison.
-enum HTTPFieldName {
-    static func equal(_ a: String, _ b: String) -> Bool {
-        // Names of other lengths (most, when an answer's few fields are looked through) differ
-        // at once: a native string knows its UTF-8 length.
-        guard a.utf8.count == b.utf8.count else { return false }
-        var a = a.utf8.makeIterator(), b = b.utf8.makeIterator()
-        while true {
-            switch (a.next(), b.next()) {
-            case (nil, nil): return true
-            case (let x?, let y?) where x == y || (x | 0x20 == y | 0x20 && (x | 0x20) >= 0x61 && (x | 0x20) <= 0x7A): continue
-            default: return false
-            }
-        }
     }
 }
 

@@ -25,8 +25,8 @@ struct CredentialScrubber: Sendable {
     init(configuration: DeliveryConfiguration) {
         var found: Set<String> = []
         var query: Set<String> = []
-        for value in configuration.headers.values {
-            let value = value.trimmingCharacters(in: .whitespaces)
+        for field in configuration.headers {
+            let value = field.value.trimmingCharacters(in: .whitespaces)
             found.insert(value)
             if let space = value.firstIndex(of: " ") {
                 found.insert(value[space...].trimmingCharacters(in: .whitespaces))

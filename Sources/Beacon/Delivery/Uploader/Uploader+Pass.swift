@@ -365,7 +365,7 @@ extension Uploader {
                     let detail = verdict == .acknowledge ? "" : credentials.excerpt(response.body, limit: AnswerExcerpt.rejectedLimit)
                     var answer = DeliveryStateMachine.Answer(status: response.status, detail: detail)
                     if verdict == .retry || verdict == .pause {
-                        answer.retryAfter = response.header("Retry-After").flatMap { HTTPDate.retryAfter($0, nowMillis: nowMillis) }
+                        answer.retryAfter = response.headers["Retry-After"].flatMap { HTTPDate.retryAfter($0, nowMillis: nowMillis) }
                     }
                     switch verdict {
                     case .acknowledge:

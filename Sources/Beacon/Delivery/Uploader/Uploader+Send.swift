@@ -24,7 +24,7 @@ extension Uploader {
         let receivedAt = nowMillis
         if case .success(let response) = result {
             counters.lastStatus = response.status
-            if let date = response.header("Date"), let seconds = collectorSeconds(date) {
+            if let date = response.headers["Date"], let seconds = collectorSeconds(date) {
                 let midpoint = sentAt + (receivedAt - sentAt) / 2
                 counters.clockSkew = .milliseconds(seconds * 1000 + 500 - midpoint)
             }

@@ -197,7 +197,7 @@ extension Uploader {
                     let detail = credentials.excerpt(response.body, limit: AnswerExcerpt.rejectedLimit)
                     var answer = DeliveryStateMachine.Answer(status: response.status, detail: detail)
                     if verdict == .retry || verdict == .pause {
-                        answer.retryAfter = response.header("Retry-After").flatMap { HTTPDate.retryAfter($0, nowMillis: nowMillis) }
+                        answer.retryAfter = response.headers["Retry-After"].flatMap { HTTPDate.retryAfter($0, nowMillis: nowMillis) }
                     }
                     if verdict == .split || verdict == .reject { counters.splits += 1 }
                     if verdict == .retry || verdict == .pause { counted(failure: "HTTP \(response.status)") }
@@ -331,7 +331,7 @@ extension Uploader {
     /// What every answer tells besides its verdict: the status and the collector's clock.
     func noteAnswer(_ response: TransportResponse) {
         counters.lastStatus = response.status
-        if let date = response.header("Date"), let seconds = collectorSeconds(date) {
+        if let date = response.headers["Date"], let seconds = collectorSeconds(date) {
             counters.clockSkew = .milliseconds(seconds * 1000 + 500 - nowMillis)
         }
     }
