@@ -2,22 +2,24 @@ import Beacon
 import Foundation
 import Glibc
 
-/// What a service pays: `track` at paced rates (1k, 10k, 50k events/s) from 2 threads, one event
+/// What a service pays: `track` at paced rates (1k, 10k, 50k, 100k events/s) from 2 threads, one event
 /// per time slot as request handlers track, with the default configuration delivering to the
 /// loopback collector in a child process; beside it, the same paced loop without Beacon (it builds
 /// the same properties and throws them away). `beacon-bench --phase paced`.
 ///
 /// Per rate: CPU per event of the whole process and of each thread (by name, from
 /// `/proc/self/task/*/schedstat`; threads that ended meanwhile are `exited`), the writer thread's
-/// wakeups (voluntary context switches) per second and per event, the process's context
-/// switches per event (`getrusage`), and the RSS added from before the tracker opened to the end.
+/// wakeups (voluntary context switches) per second and per event, its group commits per second
+/// (the batches it took: each commit's write and fsync wait for the disk more than once, so the
+/// switches are a few per commit), the process's context switches per event (`getrusage`), and
+/// the RSS added from before the tracker opened to the end.
 /// A tracker that trickles pays per event what a tight loop (phase `track`) hides: wakeups.
 enum PacedPhase: BenchPhase {
     static let name = "paced"
-    static let summary = "track at paced rates (1k, 10k, 50k ev/s, 2 threads, one event per slot, delivery on) vs the same loop without Beacon: CPU per event per thread, wakeups, RSS"
+    static let summary = "track at paced rates (1k, 10k, 50k, 100k ev/s, 2 threads, one event per slot, delivery on) vs the same loop without Beacon: CPU per event per thread, wakeups, commits, RSS"
 
     /// The rates, events per second over both threads.
-    static let rates = [1_000, 10_000, 50_000]
+    static let rates = [1_000, 10_000, 50_000, 100_000]
 
     static func runRound(_ context: BenchContext) throws -> [Figure] {
         let seconds = context.pacedSeconds ?? (context.quick ? 1 : 10)
@@ -31,7 +33,7 @@ enum PacedPhase: BenchPhase {
             config.lifecycleEvents = false
             let with = try run(rate: rate, seconds: seconds, beacon: config)
             figures += report(rate: rate, with: with, without: without)
-            FileHandle.standardError.write(Data("paced \(rate) ev/s: \(format(with.cpuMicrosecondsPerEvent - without.cpuMicrosecondsPerEvent, 2)) µs of CPU added per event, writer \(format(with.writerWakeupsPerSecond, 0)) wakeups/s; threads: \(with.threadSummary)\n".utf8))
+            FileHandle.standardError.write(Data("paced \(rate) ev/s: \(format(with.cpuMicrosecondsPerEvent - without.cpuMicrosecondsPerEvent, 2)) µs of CPU added per event, writer \(format(with.writerWakeupsPerSecond, 0)) wakeups/s, \(format(with.writerCommitsPerSecond, 0)) commits/s; threads: \(with.threadSummary)\n".utf8))
         }
         return figures
     }
@@ -45,6 +47,7 @@ enum PacedPhase: BenchPhase {
             .value("beacon", name, "cpu_us_added_per_event_\(mode)", with.cpuMicrosecondsPerEvent - without.cpuMicrosecondsPerEvent, fields: n),
             .value("beacon", name, "writer_wakeups_per_s_\(mode)", with.writerWakeupsPerSecond, fields: n),
             .value("beacon", name, "writer_wakeups_per_event_\(mode)", with.writerWakeupsPerEvent, fields: n),
+            .value("beacon", name, "writer_commits_per_s_\(mode)", with.writerCommitsPerSecond, fields: n),
             .value("beacon", name, "switches_per_event_\(mode)", with.switchesPerEvent, fields: n),
             .value("without", name, "switches_per_event_\(mode)", without.switchesPerEvent),
             .value("beacon", name, "switches_added_per_event_\(mode)", with.switchesPerEvent - without.switchesPerEvent, fields: n),
@@ -60,6 +63,7 @@ enum PacedPhase: BenchPhase {
         var cpuSeconds = 0.0
         var switches = 0
         var writerWakeups = 0
+        var writerCommits: UInt64 = 0
         /// CPU seconds by thread name.
         var threadCPU: [String: Double] = [:]
         var rssStartMiB = 0.0
@@ -69,6 +73,7 @@ enum PacedPhase: BenchPhase {
         var switchesPerEvent: Double { Double(switches) / Double(max(events, 1)) }
         var writerWakeupsPerSecond: Double { Double(writerWakeups) / seconds }
         var writerWakeupsPerEvent: Double { Double(writerWakeups) / Double(max(events, 1)) }
+        var writerCommitsPerSecond: Double { Double(writerCommits) / seconds }
         /// `name:µs/event` for each thread name, largest first.
         var threadSummary: String {
             threadCPU.sorted { $0.value > $1.value }
@@ -90,6 +95,7 @@ enum PacedPhase: BenchPhase {
         let slot = 1e9 * Double(producers) / Double(rate)
         let threadsBefore = ThreadTimes.sample()
         let usageBefore = Usage.now()
+        let commitsBefore = beacon?.writerCommits ?? 0
         let start = now()
         let group = DispatchGroup()
         // The producers stay until their CPU time is sampled (an ended thread leaves /proc).
@@ -118,6 +124,7 @@ enum PacedPhase: BenchPhase {
         result.seconds = now() - start
         let usageAfter = Usage.now()
         let threadsAfter = ThreadTimes.sample()
+        result.writerCommits = (beacon?.writerCommits ?? 0) - commitsBefore
         for _ in 0..<producers { sampled.signal() }
         result.events = perThread * producers
         result.cpuSeconds = usageAfter.cpuSeconds - usageBefore.cpuSeconds

@@ -3,10 +3,6 @@
 /// set aside was delivered; first arrivals in log order; bytes unchanged; duplicates within the
 /// documented bound.
 enum ChaosAccounting {
-    /// `--tolerate-known-open`: the one finding issue 26 still has open (the quota's dropped count
-    /// a few events above what was not delivered, 7 in a CI minute after the in-doubt fix) is
-    /// printed as known open instead of failing the run. Every other check still fails it.
-    nonisolated(unsafe) static var tolerateKnownOpen = false
     /// One line of `rejected.jsonl`.
     struct SetAside {
         var id: UInt64
@@ -43,8 +39,6 @@ enum ChaosAccounting {
         var explainedOutOfOrder: [ChaosOrder.Explanation: Int] = [:]
         var poisonProduced = 0
         var problems: [String] = []
-        /// Findings of the known open defect, when tolerated (``tolerateKnownOpen``).
-        var knownOpen: [String] = []
 
         var summary: String {
             "\(source): produced=\(produced) delivered=\(delivered)\(deliveredUnsure > 0 ? "(+\(deliveredUnsure) of the unsure)" : "") dropped=\(dropped) in_doubt=\(inDoubt) (\(inDoubtDelivered) of them delivered) set_aside=\(setAside) (poison produced \(poisonProduced)) duplicates=\(duplicateEvents) in \(duplicateRequests) requests (bound \(duplicateBound)) out_of_order=\(outOfOrder)\(outOfOrder > 0 ? " (" + explainedOutOfOrder.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.value) after \($0.key.rawValue)" }.joined(separator: ", ") + ")" : "")"
@@ -135,8 +129,7 @@ enum ChaosAccounting {
         if missingNotInDoubt.count > result.dropped {
             problem("\(missingNotInDoubt.count - result.dropped) events lost without being counted: \(missing.count) produced events were neither delivered nor set aside (\(missing.count - missingNotInDoubt.count) of them in doubt), and the log counts \(result.dropped) as dropped \(droppedByReason); missing ids \(list(missingNotInDoubt))")
         } else if missingNotInDoubt.count < result.dropped {
-            let text = "the log counts \(result.dropped) events as dropped (never sent) \(droppedByReason), but only \(missingNotInDoubt.count) produced events were neither delivered, nor set aside, nor in doubt: \(result.dropped - missingNotInDoubt.count) counted as dropped were delivered"
-            if tolerateKnownOpen { result.knownOpen.append("\(source): \(text)") } else { problem(text) }
+            problem("the log counts \(result.dropped) events as dropped (never sent) \(droppedByReason), but only \(missingNotInDoubt.count) produced events were neither delivered, nor set aside, nor in doubt: \(result.dropped - missingNotInDoubt.count) counted as dropped were delivered")
         }
         // `beacon append` reports the quota's own count, before a sender settles it: every
         // record it deleted unacknowledged, so at least the dropped and at most the dropped,

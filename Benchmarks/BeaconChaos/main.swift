@@ -7,7 +7,7 @@ import Glibc
 
 let usage = """
     usage: beacon-chaos [--seed S] [--duration D] [--rate N] [--tracker-rate N] [--quota BYTES]
-                        [--dir PATH] [--beacon PATH] [--tolerate-known-open]
+                        [--dir PATH] [--beacon PATH]
       --seed S          the schedule's seed (default: from the clock, printed); the same seed plays
                         the same kills, stops, terms, outages and answers
       --duration D      seconds of chaos before the clean drain: 60, 60s, 4m (default 60)
@@ -18,9 +18,6 @@ let usage = """
       --dir PATH        keep the data and logs here (default: a temporary directory, removed
                         when the run is clean)
       --beacon PATH     the beacon executable (default: next to this one)
-      --tolerate-known-open
-                        print issue 26's one open finding (the quota's dropped count above what
-                        was not delivered) as a 'known open' line instead of failing on it
     beacon-chaos --self-test   checks the accounting against made-up outcomes (a clean one
                                passes, each broken one fails) and exits
     Prints one summary line: kills, stops, terms, restarts, answers by kind, produced, delivered,
@@ -85,7 +82,6 @@ while let argument = rest.popFirst() {
     case "--quota":
         guard let n = Int(value()), n >= 16 << 20 else { usageError("--quota takes bytes, at least 16777216 (what beacon append --max-disk takes)") }
         options.quota = n
-    case "--tolerate-known-open": ChaosAccounting.tolerateKnownOpen = true
     case "--dir": options.directory = value()
     case "--beacon": options.beacon = value()
     case "--help", "-h":
@@ -123,7 +119,6 @@ do {
 }
 print(report.summary)
 for problem in report.allProblems { print("  problem: \(problem)") }
-for finding in report.sources.flatMap(\.knownOpen) { print("  known open (issue 26, tolerated by --tolerate-known-open): \(finding)") }
 if report.allProblems.isEmpty && options.directory == nil {
     try? FileManager.default.removeItem(atPath: directory)
 } else {

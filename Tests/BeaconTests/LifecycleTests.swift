@@ -40,7 +40,7 @@ struct LifecycleTests {
         #expect(await eventually { beacon.life.withLock { $0.state.machine.state == .running } })
         for n in 0..<40 { beacon.track("Numbered", properties: ["n": .int(n)]) }
         // Delivered by run()'s loop (the count trigger), not by an ending.
-        #expect(await eventually(20) { collector.acceptedEvents.count >= 30 }, "delivery while running")
+        #expect(await eventually(60) { collector.acceptedEvents.count >= 30 }, "delivery while running")
         for n in 40..<57 { beacon.track("Numbered", properties: ["n": .int(n)]) }
         let clock = ContinuousClock()
         let began = clock.now

@@ -208,6 +208,12 @@ public final class Beacon: Sendable {
         writer.setFrozen(frozen)
     }
 
+    /// Group commits the writer thread has made since the tracker opened (a measurement seam for
+    /// `beacon-bench --phase paced`): under `.batched` at most about one per commit interval.
+    package var writerCommits: UInt64 {
+        writer.batchesTaken
+    }
+
     /// Throws the ``BeaconValidationError`` that `track` would report for this input, or nothing if
     /// `track` would accept it. Records nothing.
     public func validate(_ event: String, properties: [String: PropertyValue] = [:], distinctId: String? = nil) throws {

@@ -207,9 +207,15 @@ extension BeaconLog {
             s.spareBytes -= spare.capacity
             return spare
         }
-        // Room for a write threshold and a record or so.
-        return FrameBuffer(capacity: min(config.segmentBytes, Self.writeThreshold + 16 * 1024))
+        return FrameBuffer(capacity: chunkCapacity)
     }
+
+    /// A new chunk buffer's capacity: room for a write threshold and a record or so.
+    var chunkCapacity: Int { min(config.segmentBytes, Self.writeThreshold + 16 * 1024) }
+
+    /// The spare chunk buffers kept under `.everyRecord` and `.batched` (see `recycle`): a commit
+    /// usually holds one chunk, two across a segment roll.
+    static let committedSpareBuffers = 4
 }
 
 extension Chunk {

@@ -190,12 +190,18 @@ extension BeaconLog {
     /// Hands the buffers of durable chunks back for new chunks, emptying `chunks`. Under `.none`
     /// a segment's worth of chunks is kept until its fsync; without reuse every chunk would be
     /// fresh memory, page-faulted in and zeroed by the kernel (a fifth of the append time).
+    ///
+    /// Only buffers of the usual size are kept (``chunkCapacity``): one that grew for a large
+    /// commit (a burst taken at once, up to a megabyte) is freed, not held for the process's
+    /// lifetime. Under `.everyRecord` and `.batched` every commit empties the buffer, so
+    /// ``committedSpareBuffers`` are enough; `.none` keeps up to a segment's worth.
     func recycle(_ chunks: inout [Chunk]) {
         let buffers = chunks.map(\.bytes)
         chunks = []
-        let limit = max(config.segmentBytes, 1 << 20)
+        let standard = chunkCapacity
+        let limit = config.durability == .none ? max(config.segmentBytes, 1 << 20) : Self.committedSpareBuffers * standard
         state.withLock { s in
-            for buffer in buffers where s.spareBytes + buffer.capacity <= limit {
+            for buffer in buffers where buffer.capacity <= standard && s.spareBytes + buffer.capacity <= limit {
                 buffer.count = 0
                 s.spareBytes += buffer.capacity
                 s.spare.append(buffer)

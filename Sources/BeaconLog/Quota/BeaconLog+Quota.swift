@@ -135,7 +135,11 @@ extension BeaconLog {
     ///
     /// Each seq is settled once, even when a crash makes a restarted reader find the same gap:
     /// the counts and the seq settled through are saved together in `reader.counters` before this
-    /// returns. Does nothing for other instances (a writer's own quota moves the checkpoint).
+    /// returns. So `gap` must start at the durable checkpoint: acknowledge what was delivered
+    /// before the gap first (a gap settled ahead of a pending acknowledgement is saved as settled
+    /// through its end, and a reader restarted at the older checkpoint would count what lies
+    /// between as dropped, delivered or not). Does nothing for other instances (a writer's own
+    /// quota moves the checkpoint).
     @discardableResult
     package func settleDropped(_ gap: Range<UInt64>, sent: [(seqs: Range<UInt64>, accepted: Bool)]) -> DropSettlement {
         guard !canWrite && canAcknowledge, !gap.isEmpty else { return DropSettlement() }
@@ -155,11 +159,13 @@ extension BeaconLog {
             if inDoubt > 0 { s.stats.dropped[.quotaInDoubt, default: 0] += inDoubt }
             s.dropSettledThrough = gap.upperBound
             // Records read from the gap before it was deleted are settled here, not again by an
-            // acknowledgement (`countDeliveredAfterDrop`).
-            s.readRuns = s.readRuns.compactMap { run in
-                guard run.seqs.lowerBound < gap.upperBound else { return run }
-                guard run.seqs.upperBound > gap.upperBound else { return nil }
-                return (run.segment, gap.upperBound..<run.seqs.upperBound)
+            // acknowledgement (`countDeliveredAfterDrop`). Those read before the gap are not: their
+            // acknowledgement counts them (on 53b7eed they were forgotten here too, and counted
+            // as dropped though delivered).
+            s.readRuns = s.readRuns.flatMap { run -> [(segment: UInt64, seqs: Range<UInt64>)] in
+                let before = run.seqs.lowerBound..<max(run.seqs.lowerBound, min(run.seqs.upperBound, gap.lowerBound))
+                let after = min(run.seqs.upperBound, max(run.seqs.lowerBound, gap.upperBound))..<run.seqs.upperBound
+                return [(run.segment, before), (run.segment, after)].filter { !$0.seqs.isEmpty }
             }
             countersChanged(&s)
             return settlement

@@ -41,6 +41,12 @@ extension Uploader {
         /// The seq the log's checkpoint has while this session is current.
         var checkpointSeq: UInt64 { ackedThrough < 0 ? batch.start.seq : batch.end(after: ackedThrough).seq }
 
+        /// The seq of the first record not acknowledged yet: `delivery.inflight`'s range starts
+        /// there. After a gap the quota left it is past ``checkpointSeq``, which another process's
+        /// quota may delete meanwhile: a range keyed by the checkpoint would name the gap's seqs, and
+        /// a restarted sender settling a wider gap would count these records as never sent.
+        var firstUnacknowledgedSeq: UInt64 { ackedThrough < 0 ? batch.seqs.first ?? batch.start.seq : batch.end(after: ackedThrough).seq }
+
         /// The index in `batch` of the last record covered by the first `n` sendable events: the
         /// batch's last record (expired ones included) when `n` covers them all.
         func batchIndex(coveringSendable n: Int) -> Int {
@@ -174,7 +180,17 @@ extension Uploader {
                 batch = try await onIO { try log.read(from: readFrom, maxRecords: count, maxBytes: bytes) }
             }
         }
-        if let first = batch.firstSeq, first > checkpoint.seq { await settleDropped(checkpoint.seq..<first) }
+        if let first = batch.firstSeq, first > checkpoint.seq {
+            // The gap must start at the durable checkpoint: the deferred acknowledgements before
+            // it first count what was read from a deleted segment and delivered (reader.counters
+            // saves the gap as settled, so one settled ahead of them would count those dropped).
+            do {
+                try await settleAcknowledgement()
+            } catch {
+                throw storageFailure(error, doing: "acknowledging delivered events").error
+            }
+            await settleDropped(checkpoint.seq..<first)
+        }
         if batch.isEmpty { return nil }
         let sendable = try await setAsideExpired(batch)
         if sendable.isEmpty {
@@ -407,7 +423,7 @@ extension Uploader {
     func recordInflight(_ session: Session) async throws {
         let resume = session.machine.resumePoint
         let last = session.batchIndex(coveringSendable: session.machine.committed + resume.count)
-        let range = InflightFile.Range(firstSeq: session.checkpointSeq, count: last - session.ackedThrough, sends: max(1, resume.sends), failures: session.machine.resumeFailures)
+        let range = InflightFile.Range(firstSeq: session.firstUnacknowledgedSeq, count: last - session.ackedThrough, sends: max(1, resume.sends), failures: session.machine.resumeFailures)
         guard range != savedInflight else { return }
         // Ranges an earlier run sent beyond this one stay listed until they are reached: a crash
         // before then must not let the next run cut them differently.

@@ -86,7 +86,7 @@ extension Uploader {
                 guard case .send(let range, let retry) = session.machine.nextAction(), range == 0..<session.sendable.count else {
                     preconditionFailure("Invalid state: a fresh batch's first action is to send it whole")
                 }
-                let inflight = InflightFile.Range(firstSeq: session.batch.start.seq, count: session.batch.count, sends: retry + 1, failures: 0)
+                let inflight = InflightFile.Range(firstSeq: session.firstUnacknowledgedSeq, count: session.batch.count, sends: retry + 1, failures: 0)
                 do {
                     try saveWindow(outstanding.map(\.range) + [inflight])
                 } catch {
@@ -228,7 +228,8 @@ extension Uploader {
         }
     }
 
-    /// The batch after `position`, read for the window: nil at the log's end.
+    /// The batch after `position`, read for the window: nil at the log's end, or when the quota
+    /// left a gap there (or a record there was passed over), for the one-request path.
     func windowSession(from position: LogPosition) async throws -> Session? {
         let log = self.log
         let count = configuration.eventsPerRequest(pending: pendingEvents), bytes = configuration.maxBatchBytes
@@ -236,12 +237,13 @@ extension Uploader {
         if let range = earlierInflight.first(where: { $0.firstSeq == position.seq }) {
             guard !range.accepted else { return nil }  // the one-request path acknowledges it
             let batch = try await onIO { try log.read(from: position, maxRecords: range.count, maxBytes: Int.max) }
-            guard batch.count == range.count else { return nil }
+            guard batch.count == range.count, batch.firstSeq == position.seq else { return nil }
             let machine = DeliveryStateMachine(count: batch.count, earlierSends: range.sends, earlierFailures: range.failures, isolateAfter: configuration.isolateAfterFailures)
             return Session(batch: batch, sendable: Array(batch.records.indices), machine: machine)
         }
         let batch = try await onIO { try log.read(from: position, maxRecords: count, maxBytes: bytes) }
-        if batch.isEmpty { return nil }
+        // After a gap the quota left, the one-request path settles it (``nextSession()``).
+        if batch.isEmpty || batch.firstSeq != position.seq { return nil }
         let machine = DeliveryStateMachine(count: batch.count, isolateAfter: configuration.isolateAfterFailures)
         return Session(batch: batch, sendable: Array(batch.records.indices), machine: machine)
     }
@@ -309,7 +311,7 @@ extension Uploader {
     func leaveUnanswered<S: Sequence<Outstanding>>(_ requests: S, plus session: Session? = nil) {
         for o in requests { remember(o.range) }
         if let session {
-            remember(InflightFile.Range(firstSeq: session.batch.start.seq, count: session.batch.count, sends: session.machine.segments.first?.sends ?? 1, failures: 0))
+            remember(InflightFile.Range(firstSeq: session.firstUnacknowledgedSeq, count: session.batch.count, sends: session.machine.segments.first?.sends ?? 1, failures: 0))
         }
         try? saveWindow([])
     }
