@@ -55,15 +55,18 @@ let package = Package(
         // Helpers every test target uses: temporary directories, polling with a deadline, the
         // seeded generator, the child's path.
         .target(name: "BeaconTestSupport", path: "Tests/BeaconTestSupport"),
+        // The `.blocking` trait: suites whose tests block their thread run off the concurrency
+        // pool (which has one thread per core), on threads of their own.
+        .target(name: "BeaconTestTraits", path: "Tests/BeaconTestTraits"),
         // Every Swift block of README.md and of the DocC articles, compiled (never run);
         // ReadmeSnippetTests checks that each block is here verbatim, so they cannot drift from the API.
         .target(name: "ReadmeSnippets", dependencies: ["Beacon", "BeaconLog"], path: "Tests/ReadmeSnippets"),
         // The file system with scriptable faults and a journal of every call, which the suites share.
         .target(name: "FaultInjection", dependencies: ["BeaconLog"], path: "Tests/FaultInjection"),
-        .testTarget(name: "BeaconLogTests", dependencies: ["BeaconLog", "BeaconTestSupport", "FaultInjection", "beacon-test-child"]),
-        .testTarget(name: "BeaconTests", dependencies: ["Beacon", "BeaconURLSession", "BeaconLog", "BeaconTesting", "BeaconTestSupport", "FaultInjection", "ReadmeSnippets", "beacon-test-child", "DelayProxy"]),
+        .testTarget(name: "BeaconLogTests", dependencies: ["BeaconLog", "BeaconTestSupport", "BeaconTestTraits", "FaultInjection", "beacon-test-child"]),
+        .testTarget(name: "BeaconTests", dependencies: ["Beacon", "BeaconURLSession", "BeaconLog", "BeaconTesting", "BeaconTestSupport", "BeaconTestTraits", "FaultInjection", "ReadmeSnippets", "beacon-test-child", "DelayProxy"]),
         // Also the ClickHouse integration suite: it drives the built `beacon`, the test child and a tracker.
-        .testTarget(name: "BeaconCLITests", dependencies: ["Beacon", "BeaconLog", "BeaconCLI", "BeaconTesting", "BeaconTestSupport", "beacon-test-child"]),
+        .testTarget(name: "BeaconCLITests", dependencies: ["Beacon", "BeaconLog", "BeaconCLI", "BeaconTesting", "BeaconTestSupport", "BeaconTestTraits", "beacon-test-child"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+import BeaconTestTraits
 @testable import BeaconCLI
 
 /// A shared library, preloaded into the built `beacon` (`LD_PRELOAD`), that fails `write(2)` or
@@ -106,12 +107,8 @@ enum FaultShim {
         do {
             try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
             try Data(source.utf8).write(to: URL(fileURLWithPath: dir + "/shim.c"))
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: compiler)
-            process.arguments = ["-shared", "-fPIC", "-O1", "-o", dir + "/shim.so", dir + "/shim.c", "-ldl"]
-            try process.run()
-            process.waitUntilExit()
-            guard process.terminationStatus == 0 else { return .failure(ShimError("\(compiler) could not build the shim (exit \(process.terminationStatus))")) }
+            let (ending, output) = try SpawnedProcess.run(compiler, ["-shared", "-fPIC", "-O1", "-o", dir + "/shim.so", dir + "/shim.c", "-ldl"])
+            guard ending == .exited(0) else { return .failure(ShimError("\(compiler) could not build the shim (\(ending)): \(output)")) }
             return .success(dir + "/shim.so")
         } catch {
             return .failure(ShimError("building the shim failed: \(error)"))
@@ -132,7 +129,7 @@ enum FaultShim {
 
 /// `beacon append` with real write and fsync failures under it: the exit status, the resume line
 /// it names, and that following its advice appends every line exactly once.
-@Suite("beacon append under injected write and fsync errors", .enabled(if: FaultShim.available, FaultShim.unavailableReason))
+@Suite("beacon append under injected write and fsync errors", .enabled(if: FaultShim.available, FaultShim.unavailableReason), .blocking)
 struct AppendFaultTests {
     /// One run: the `--sync` mode, which call fails (WRITE or FSYNC), the first failing call, the errno, and whether it keeps failing.
     struct Fault: CustomTestStringConvertible, Sendable {
@@ -172,8 +169,12 @@ struct AppendFaultTests {
         try withTemporaryDirectory { dir in
             let shimLog = dir + ".shim"
             defer { try? FileManager.default.removeItem(atPath: shimLog) }
+            // The retry window counts from the failing call's start: on a loaded machine a write or
+            // fsync that took over 0.3 s left no time for a retry, and a fault that fires once
+            // ended the run (74). A lasting fault still gives up after 0.3 s; one that fires once
+            // is overcome by the first retry, 10 ms later, well within 60 s.
             let environment = [
-                "LD_PRELOAD": shim, "BEACON_SHIM_LOG": shimLog, "BEACON_APPEND_RETRY_SECONDS": "0.3",
+                "LD_PRELOAD": shim, "BEACON_SHIM_LOG": shimLog, "BEACON_APPEND_RETRY_SECONDS": fault.persistent ? "0.3" : "60",
                 "BEACON_SHIM_\(fault.kind)_AT": String(fault.at), "BEACON_SHIM_\(fault.kind)_ERRNO": String(fault.errno),
                 "BEACON_SHIM_\(fault.kind)_PERSIST": fault.persistent ? "1" : "0",
             ]
@@ -209,7 +210,7 @@ struct AppendFaultTests {
 
 /// The resume point from the appender's own account: lines are durable up to the first record
 /// that is not, refused lines included.
-@Suite struct ResumePointTests {
+@Suite(.blocking) struct ResumePointTests {
     @Test func ledgerMapsRecordsToLinesAcrossRefusedLines() {
         var ledger = LineLedger()
         let lines = [1, 2, 3, 6, 7, 9, 10, 11, 20]  // lines 4, 5, 8, 12–19 were refused

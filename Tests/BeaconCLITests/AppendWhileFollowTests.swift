@@ -1,12 +1,13 @@
 import Foundation
 import Glibc
 import Testing
+import BeaconTestTraits
 
 /// Issue 26's first case from outside: `beacon send --follow` on an empty directory while `beacon
 /// append` writes into it, counted at `beacon collect`. The input arrives in chunks of random size
 /// at random moments (a seeded generator), so the sender reads while the appender writes at
 /// every kind of point. Longer runs: `Benchmarks/append-follow.sh`.
-@Suite("beacon append while beacon send --follow runs", .serialized)
+@Suite("beacon append while beacon send --follow runs", .serialized, .blocking)
 struct AppendWhileFollowTests {
     @Test("every event arrives, none passed over as corrupt, none dropped", arguments: [
         (UInt64(1), "batch", 50, 12_000), (2, "none", 500, 12_000), (3, "each", 50, 1_500),

@@ -1,9 +1,10 @@
 import BeaconLog
 import BeaconTestSupport
 import Testing
+import BeaconTestTraits
 @testable import BeaconCLI
 
-@Suite struct ArgumentTests {
+@Suite(.blocking) struct ArgumentTests {
     @Test func parsesOptionsFlagsAndPositionals() throws {
         let args = try ParsedArguments(["dir", "--batch", "5", "--json", "--phase=A", "--phase", "B", "--", "--not-a-flag"],
                                        options: ["--batch", "--phase"], flags: ["--json"], positionals: 1...2)

@@ -39,57 +39,31 @@ enum BeaconToolRunner {
     /// `timeout`, a run still going after it is killed (SIGKILL; status 9 with reason
     /// uncaughtSignal): for cases an older build may hang in.
     static func run(_ arguments: [String], stdin: Data = Data(), stdoutFile: String? = nil, closedStdout: Bool = false, currentDirectory: String? = nil, environment: [String: String] = [:], timeout: Duration? = nil) throws -> ToolResult {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        if let currentDirectory { process.currentDirectoryURL = URL(fileURLWithPath: currentDirectory) }
-        if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
-        let input = Pipe()
-        process.standardInput = input
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("beacon-cli-out-\(UUID().uuidString)").path
         defer {
             try? FileManager.default.removeItem(atPath: scratch + ".out")
             try? FileManager.default.removeItem(atPath: scratch + ".err")
         }
         let outPath = stdoutFile ?? scratch + ".out"
-        _ = FileManager.default.createFile(atPath: outPath, contents: nil)
-        _ = FileManager.default.createFile(atPath: scratch + ".err", contents: nil)
-        let closedPipe = Pipe()
-        if closedStdout {
-            try closedPipe.fileHandleForReading.close()
-            process.standardOutput = closedPipe
-        } else {
-            process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
-        }
-        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: scratch + ".err"))
+        let process = try SpawnedProcess(executable, arguments, environment: environment, currentDirectory: currentDirectory,
+                                         stdin: .pipe, stdout: closedStdout ? .closedPipe : .file(outPath), stderr: .file(scratch + ".err"))
         // The tool may exit before reading everything (usage errors, a bad directory): writing
         // then fails with EPIPE, which must not kill the test process with SIGPIPE.
         ignoreBrokenPipes()
-        try process.run()
         let writer = Thread {
-            let handle = input.fileHandleForWriting
-            stdin.withUnsafeBytes { raw in
-                var done = 0
-                while done < raw.count {
-                    let n = Glibc.write(handle.fileDescriptor, raw.baseAddress! + done, raw.count - done)
-                    if n <= 0 { if n < 0 && errno == EINTR { continue }; break }
-                    done += n
-                }
-            }
-            try? handle.close()
+            process.write(stdin)
+            process.closeInput()
         }
         writer.start()
-        if let timeout {
-            let pid = process.processIdentifier
-            let deadline = ContinuousClock.now + timeout
-            while process.isRunning && ContinuousClock.now < deadline { usleep(10_000) }
-            if process.isRunning { kill(pid, SIGKILL) }
-        }
-        process.waitUntilExit()
+        let ending = timeout.map { process.wait(killingAfter: $0) } ?? process.wait()
         while !writer.isFinished { usleep(1000) }
         let out = closedStdout ? Data() : (fileContents(atPath: outPath) ?? Data())
         let err = String(decoding: fileContents(atPath: scratch + ".err") ?? Data(), as: UTF8.self)
-        return ToolResult(status: process.terminationStatus, stdout: out, stderr: err)
+        let status: Int32 = switch ending {
+        case .exited(let status): status
+        case .signalled(let signal): signal
+        }
+        return ToolResult(status: status, stdout: out, stderr: err)
     }
 }
 
@@ -117,63 +91,58 @@ func statusJSON(_ dir: String) throws -> [String: Any] {
 /// A `beacon` process left running while the test does other things: its stdin stays open
 /// until ``finish()``.
 final class RunningTool {
-    let process = Process()
-    private let input = Pipe()
+    let process: SpawnedProcess
     private let errPath: String
-    private let outPath: String
 
     /// Starts `beacon ARGS` (or another `executable`); stdout goes to `stdoutFile` (appended to)
     /// or a scratch file.
     init(_ arguments: [String], stdoutFile: String? = nil, executable: String = BeaconToolRunner.executable) throws {
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("beacon-cli-bg-\(UUID().uuidString)").path
         errPath = scratch + ".err"
-        outPath = stdoutFile ?? scratch + ".out"
-        if !FileManager.default.fileExists(atPath: outPath) { _ = FileManager.default.createFile(atPath: outPath, contents: nil) }
-        _ = FileManager.default.createFile(atPath: errPath, contents: nil)
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.standardInput = input
-        let out = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
-        try out.seekToEnd()
-        process.standardOutput = out
-        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
         // The tool may exit (or be killed) before ``send(_:)`` writes: EPIPE, not SIGPIPE.
         ignoreBrokenPipes()
-        try process.run()
+        process = try SpawnedProcess(executable, arguments, stdin: .pipe, stdout: .file(stdoutFile ?? scratch + ".out", append: true), stderr: .file(errPath))
     }
 
-    var pid: Int32 { process.processIdentifier }
+    var pid: Int32 { process.pid }
 
     /// Writes `lines` (each with a newline) to the tool's stdin.
     func send(_ lines: [String]) throws {
-        try input.fileHandleForWriting.write(contentsOf: stdinData(lines))
+        try sendRaw(stdinData(lines))
     }
 
     /// Writes raw bytes to the tool's stdin.
     func sendRaw(_ data: Data) throws {
-        try input.fileHandleForWriting.write(contentsOf: data)
+        guard process.write(data) else { throw ChildError("beacon \(pid) no longer reads its stdin") }
     }
 
     /// Sends `signal` and waits for the exit, stdin still open.
     func signal(_ number: Int32) -> (status: Int32, stderr: String) {
-        _ = Glibc.kill(process.processIdentifier, number)
-        process.waitUntilExit()
-        try? input.fileHandleForWriting.close()
-        return (process.terminationStatus, String(decoding: fileContents(atPath: errPath) ?? Data(), as: UTF8.self))
+        process.signal(number)
+        return ended()
     }
 
     /// Closes stdin and waits for the exit.
     func finish() throws -> (status: Int32, stderr: String) {
-        try input.fileHandleForWriting.close()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: fileContents(atPath: errPath) ?? Data(), as: UTF8.self))
+        process.closeInput()
+        return ended()
     }
 
     /// SIGKILL, then wait.
     func kill() {
-        _ = Glibc.kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-        try? input.fileHandleForWriting.close()
+        process.signal(SIGKILL)
+        process.wait()
+        process.closeInput()
+    }
+
+    /// Waits for the exit: the status (the signal's number when one ended it) and stderr.
+    private func ended() -> (status: Int32, stderr: String) {
+        let status: Int32 = switch process.wait() {
+        case .exited(let status): status
+        case .signalled(let signal): signal
+        }
+        process.closeInput()
+        return (status, String(decoding: fileContents(atPath: errPath) ?? Data(), as: UTF8.self))
     }
 
     deinit {

@@ -3,9 +3,10 @@ import BeaconTestSupport
 import Foundation
 import Glibc
 import Testing
+import BeaconTestTraits
 
 /// The `beacon` executable, run as a user would.
-@Suite struct BeaconToolTests {
+@Suite(.blocking) struct BeaconToolTests {
     typealias Run = BeaconToolRunner
 
     // MARK: help and usage

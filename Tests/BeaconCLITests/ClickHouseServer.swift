@@ -57,7 +57,7 @@ final class ClickHouseServer: @unchecked Sendable {
     private(set) var httpPort = 0
     private(set) var tcpPort = 0
     private(set) var interserverPort = 0
-    private var pid: pid_t?
+    private var process: SpawnedProcess?
 
     /// Creates a private directory and config and starts the server.
     init() throws {
@@ -104,51 +104,18 @@ final class ClickHouseServer: @unchecked Sendable {
 
     /// Starts the server on the current directory and ports and waits until `/ping` answers.
     func start() throws {
-        guard pid == nil else { return }
+        guard process == nil else { return }
         guard let executable = Self.executable else { throw ServerError("clickhouse-server is not installed") }
-        // posix_spawn, not Foundation's Process: Process watches a socket its child inherits and
+        // SpawnedProcess, not Foundation's Process: Process watches a socket its child inherits and
         // then waits for that child with a blocking waitpid; ClickHouse closes inherited
         // descriptors at start, which leaves Process's monitor blocked for the server's whole
         // life and every other Process in the test run unreaped.
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, "\(root)/stdout.log", O_WRONLY | O_CREAT | O_APPEND, 0o600)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        // Nothing else of the test process: an inherited pipe end held open by the server would
-        // keep a child's output (or a tool's stdin) from ever reaching its end.
-        // (glibc 2.34+'s posix_spawn_file_actions_addclosefrom_np, which Swift's Glibc module
-        // does not import: looked up by name.)
-        if let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np") {
-            typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
-            _ = unsafeBitCast(symbol, to: CloseFrom.self)(&actions, 3)
-        }
-        let arguments = [executable.path] + executable.arguments + ["--config-file=\(root)/config.xml"]
-        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
-        // The server starts with no signal blocked and every signal at its default action
-        // (the test runner's threads block and ignore some), so that SIGTERM stops it.
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var noSignals = sigset_t()
-        sigemptyset(&noSignals)
-        posix_spawnattr_setsigmask(&attributes, &noSignals)
-        var allSignals = sigset_t()
-        sigfillset(&allSignals)
-        sigdelset(&allSignals, SIGKILL)
-        sigdelset(&allSignals, SIGSTOP)
-        posix_spawnattr_setsigdefault(&attributes, &allSignals)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-        var child: pid_t = 0
-        let spawned = posix_spawn(&child, executable.path, &actions, &attributes, &argv, environ)
-        guard spawned == 0 else { throw ServerError("could not start \(executable.path): \(String(cString: strerror(spawned)))") }
-        pid = child
+        process = try SpawnedProcess(executable.path, executable.arguments + ["--config-file=\(root)/config.xml"],
+                                     stdin: .null, stdout: .file("\(root)/stdout.log", append: true), stderr: .stdout)
         let deadline = ContinuousClock.now + .seconds(60)
         while ContinuousClock.now < deadline {
             if let status = exitStatus() {
-                throw ServerError("clickhouse-server exited (wait status \(status)) while starting; its log:\n\(logTail())")
+                throw ServerError("clickhouse-server \(status) while starting; its log:\n\(logTail())")
             }
             if (try? request(path: "ping", body: nil, timeout: 1))?.status == 200 {
                 // Background merges are off in the config, so every insert stays one part whose
@@ -161,31 +128,27 @@ final class ClickHouseServer: @unchecked Sendable {
         throw ServerError("clickhouse-server did not answer /ping on 127.0.0.1:\(httpPort) within 60 s; its log:\n\(logTail())")
     }
 
-    /// The server's wait status once it has exited (and was reaped), nil while it runs.
-    private func exitStatus() -> Int32? {
-        guard let child = pid else { return nil }
-        var status: Int32 = 0
-        guard waitpid(child, &status, WNOHANG) == child else { return nil }
-        pid = nil
-        return status
+    /// How the server ended, once it has (and was reaped); nil while it runs.
+    private func exitStatus() -> SpawnedProcess.Ending? {
+        guard let ended = process?.endingIfEnded else { return nil }
+        process = nil
+        return ended
     }
 
     /// Kills the server with SIGKILL (no shutdown at all) and waits for it to exit.
     func kill() {
-        guard let child = pid else { return }
-        pid = nil
-        Glibc.kill(child, SIGKILL)
-        var status: Int32 = 0
-        while waitpid(child, &status, 0) < 0 && errno == EINTR {}
+        guard let child = process else { return }
+        process = nil
+        child.signal(SIGKILL)
+        child.wait()
     }
 
     /// Stops the server (SIGTERM, then SIGKILL after 15 s) and removes its directory.
     func stop() {
-        if let child = pid {
-            Glibc.kill(child, SIGTERM)
-            let deadline = ContinuousClock.now + .seconds(15)
-            while exitStatus() == nil && ContinuousClock.now < deadline { usleep(20_000) }
-            kill()
+        if let child = process {
+            process = nil
+            child.signal(SIGTERM)
+            child.wait(killingAfter: .seconds(15))
         }
         Self.removeTree(root)
     }
@@ -194,10 +157,7 @@ final class ClickHouseServer: @unchecked Sendable {
     /// thousands of small files; FileManager takes seconds for them).
     static func removeTree(_ path: String) {
         guard FileManager.default.fileExists(atPath: path) else { return }
-        let rm = Process()
-        rm.executableURL = URL(fileURLWithPath: "/bin/rm")
-        rm.arguments = ["-rf", "--", path]
-        if (try? rm.run()) != nil { rm.waitUntilExit() }
+        _ = try? SpawnedProcess.run("/bin/rm", ["-rf", "--", path])
         if FileManager.default.fileExists(atPath: path) { try? FileManager.default.removeItem(atPath: path) }
     }
 

@@ -4,6 +4,7 @@ import Foundation
 import Glibc
 import BeaconTestSupport
 import Testing
+import BeaconTestTraits
 
 // Delivery into a real ClickHouse (Debian's clickhouse-server 18.16 and later), started privately
 // on 127.0.0.1 by the suite. Without a server binary every test here is skipped with the reason
@@ -105,7 +106,7 @@ func appendedLog(_ dir: String, _ events: [String]) throws {
     #expect(append.status == 0, "beacon append: \(append.stderr)")
 }
 
-@Suite("ClickHouse: a real collector", .serialized, .enabled(if: ClickHouseServer.isAvailable, ClickHouseServer.skipReason), .sharedClickHouse, .timeLimit(.minutes(2)))
+@Suite("ClickHouse: a real collector", .serialized, .enabled(if: ClickHouseServer.isAvailable, ClickHouseServer.skipReason), .sharedClickHouse, .timeLimit(.minutes(2)), .blocking)
 struct ClickHouseTests {
     @Test("the tracker delivers NDJSON into ClickHouse: one row per event, properties in their columns, each once, in order")
     func tracker() async throws {
@@ -221,7 +222,7 @@ struct ClickHouseTests {
             let out = dir + ".round\(round)"
             defer { try? FileManager.default.removeItem(atPath: out) }
             let service = try RunningTool(["deliver", dir, url, String(start), String(count), "ndjson"], stdoutFile: out, executable: child)
-            #expect(eventually(within: 10) { lines(of: out).contains("ready") }, "round \(round) started")
+            #expect(eventually(within: 60) { lines(of: out).contains("ready") }, "round \(round) started")
             if last {
                 // A last run that is not killed delivers the rest and shuts down cleanly.
                 let end = try service.finish()

@@ -2,6 +2,7 @@ import BeaconTestSupport
 import Foundation
 import Glibc
 import Testing
+import BeaconTestTraits
 
 /// A free TCP port on 127.0.0.1 (bound to port 0, read back, closed).
 func freePort() -> Int {
@@ -27,21 +28,30 @@ func listening(_ port: Int) -> Bool {
     return withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } } == 0
 }
 
-/// `beacon collect` running on a free port, writing to `out`.
+/// `beacon collect` running on a free port, writing to `out`. A port free a moment ago can be
+/// taken by another test's server before `collect` binds it (a full run at load 20 once never
+/// saw it listen): when `collect` exits instead of listening, another port is tried.
 func startCollector(out: String, status: Int? = nil) throws -> (RunningTool, String) {
-    let port = freePort()
-    var arguments = ["collect", "--port", String(port), "--out", out]
-    if let status { arguments += ["--status", String(status)] }
-    let tool = try RunningTool(arguments)
-    #expect(eventually { listening(port) }, "beacon collect listens")
-    return (tool, "http://127.0.0.1:\(port)/events")
+    var exits: [String] = []
+    for _ in 0..<5 {
+        let port = freePort()
+        var arguments = ["collect", "--port", String(port), "--out", out]
+        if let status { arguments += ["--status", String(status)] }
+        let tool = try RunningTool(arguments)
+        _ = eventually { listening(port) || !tool.process.isRunning }
+        if tool.process.isRunning && listening(port) { return (tool, "http://127.0.0.1:\(port)/events") }
+        let ended = tool.signal(SIGKILL)
+        exits.append("port \(port): status \(ended.status): \(ended.stderr)")
+    }
+    Issue.record("beacon collect never listened: \(exits)")
+    throw ChildError("beacon collect never listened: \(exits)")
 }
 
 func lines(of path: String) -> [String] {
     String(decoding: fileContents(atPath: path) ?? Data(), as: UTF8.self).split(separator: "\n").map(String.init)
 }
 
-@Suite("beacon send and beacon collect", .serialized)
+@Suite("beacon send and beacon collect", .serialized, .blocking)
 struct DeliveryCommandTests {
     @Test("send drains a directory to collect in every format, with and without gzip, through each transport", arguments: [
         ("array", false, "auto"), ("array", true, "socket"), ("envelope", false, "urlsession"),

@@ -1,10 +1,11 @@
 import Foundation
 import Glibc
 import Testing
+import BeaconTestTraits
 
 /// Every `beacon` command with every shape of directory path, relative ones resolved against the
 /// tool's current directory.
-@Suite("beacon with every directory path shape")
+@Suite("beacon with every directory path shape", .blocking)
 struct DirectoryPathToolTests {
     static let shapes = ["d", "d/", "./d", "./d/", "a/b", "a/b/", "x/y/z/w", "x/y/z/w/", "a/../d", "with space/d d", "données/événements/", "ABSOLUTE/n/e/s/t/", "ABSOLUTE/../up/d"]
 

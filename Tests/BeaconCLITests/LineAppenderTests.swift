@@ -2,11 +2,12 @@ import BeaconLog
 import Foundation
 import Glibc
 import Testing
+import BeaconTestTraits
 @testable import BeaconCLI
 
 /// The line splitter of `beacon append`, fed through a pipe in chunks of every size: lines split
 /// across reads, CRLF, blank and bad lines, and lines longer than the buffer come out the same.
-@Suite struct LineAppenderTests {
+@Suite(.blocking) struct LineAppenderTests {
     static let input: [UInt8] = {
         var text = ""
         for (i, event) in events(400).enumerated() {

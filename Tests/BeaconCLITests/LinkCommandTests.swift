@@ -2,11 +2,12 @@ import BeaconTesting
 import Foundation
 import Glibc
 import Testing
+import BeaconTestTraits
 
 /// Issue 32, tried as a user would, from outside: a file of the log directory replaced by a
 /// symbolic link to a file elsewhere holding 87 bytes, then the command that writes that file run
 /// as usual. The file behind the link keeps its bytes, and the command says which file is a link.
-@Suite("beacon commands never write through a link planted in the log directory; unsafe directories are refused")
+@Suite("beacon commands never write through a link planted in the log directory; unsafe directories are refused", .blocking)
 struct LinkCommandTests {
     static let content = Array("not a file of the log: 87 bytes that no command or library call may change, ever. 1234".utf8)
 

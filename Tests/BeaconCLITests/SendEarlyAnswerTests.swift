@@ -1,9 +1,10 @@
 import Foundation
 import Testing
+import BeaconTestTraits
 
 /// `beacon send` against a collector that answers from the request's head alone and closes
 /// without reading the body (RFC 9112 §9.5 allows it): the answer already in the socket is acted on.
-@Suite("beacon send: an answer before the body is read", .serialized, .timeLimit(.minutes(1)))
+@Suite("beacon send: an answer before the body is read", .serialized, .timeLimit(.minutes(1)), .blocking)
 struct SendEarlyAnswerTests {
     @Test("a 3 MiB event among small ones, a collector answering 413 from the head and closing: the event is set aside, the others delivered, even with --retries 1")
     func tooLargeFromTheHead() throws {

@@ -1,13 +1,14 @@
 import Foundation
 import Synchronization
 import Testing
+import BeaconTestTraits
 @testable import BeaconCLI
 
 /// Issue 26 (5): `beacon send` died with SIGSEGV at exit after a TLS send, 1 run in 80: the
 /// task of `waitFor` let go of the last reference to the uploader on a worker thread after waking
 /// the main thread, so the connection's deinitializer ran `SSL_shutdown` while the main thread was
 /// in `exit()` → `OPENSSL_cleanup`.
-@Suite("beacon send: nothing of the uploader is released on another thread after waitFor returns")
+@Suite("beacon send: nothing of the uploader is released on another thread after waitFor returns", .blocking)
 struct SendExitTests {
     /// Set by the deinitializer of a ``Witness``, at its end.
     final class Flag: Sendable {

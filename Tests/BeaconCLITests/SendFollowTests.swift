@@ -3,10 +3,11 @@ import Foundation
 import Glibc
 import Synchronization
 import Testing
+import BeaconTestTraits
 
 /// `beacon send` as a sidecar: it stops promptly on a signal even with a request in flight, and
 /// `--follow` wakes when the writer appends, not on a timer.
-@Suite("beacon send: signals and --follow", .serialized)
+@Suite("beacon send: signals and --follow", .serialized, .blocking)
 struct SendFollowTests {
     /// A collector that reads requests and, while `answering` is false, never answers them; the
     /// idempotency key of every request it read, in order.
@@ -51,15 +52,16 @@ struct SendFollowTests {
             var arguments = ["send", dir, "--url", collector.url, "--transport", transport, "--batch", "5", "--catch-up-batch", "5"]
             if follow { arguments.append("--follow") }
             let sender = try RunningTool(arguments)
-            #expect(eventually(within: 20) { collector.keys.count == 1 }, "the first request arrives")
+            #expect(eventually(within: 60) { collector.keys.count == 1 }, "the first request arrives")
             let clock = ContinuousClock()
             let began = clock.now
             let stopped = sender.signal(signal)
             let took = began.duration(to: clock.now)
             print("send \(follow ? "--follow " : "")--transport \(transport) stopped \(took) after signal \(signal)")
-            // Within a second when the machine is not busy; the bound leaves room for a loaded one
-            // (before, it waited for the request's 30 s timeout).
-            #expect(took < .seconds(5), "\(took): \(stopped.stderr)")
+            // Within a second when the machine is not busy. Before, it waited for the request's 30 s
+            // timeout: the bound stays below that, and leaves a loaded 2-core machine room to
+            // schedule the exit (5 s was CI's margin for a test that timed out at 5 s under load).
+            #expect(took < .seconds(20), "\(took): \(stopped.stderr)")
             #expect(stopped.status == 0, "\(stopped.stderr)")
             #expect(stopped.stderr.contains("stopped by signal \(signal)"), "\(stopped.stderr)")
             #expect(try statusJSON(dir)["pending_records"] as? Int == 7)
@@ -75,19 +77,34 @@ struct SendFollowTests {
 }
 
 /// `--follow` wakes on appends (inotify), not on a timer.
-@Suite("beacon send --follow without polling", .serialized)
+@Suite("beacon send --follow without polling", .serialized, .blocking)
 struct FollowWakeTests {
-    /// Voluntary and involuntary context switches of every thread of `pid` so far.
+    /// Voluntary context switches of every thread of `pid` so far: one each time a thread goes to
+    /// sleep (a timer's wakeup ends in one). Involuntary ones are not counted: they come from the
+    /// machine's load preempting a thread that runs, not from a thread waking up.
     static func contextSwitches(_ pid: Int32) -> Int {
         let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
         return tasks.reduce(0) { total, task in
             let status = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/status", encoding: .utf8)) ?? ""
-            return total + status.split(separator: "\n").filter { $0.hasSuffix("ctxt_switches") || $0.contains("ctxt_switches:") }
+            return total + status.split(separator: "\n").filter { $0.hasPrefix("voluntary_ctxt_switches:") }
                 .compactMap { Int($0.split(separator: ":").last!.trimmingCharacters(in: .whitespaces)) }.reduce(0, +)
         }
     }
 
-    @Test("an append is delivered at once: each of 8 events appended just after the previous delivery arrives well before the old 0.5 s poll would have looked (median), and an idle sidecar does not wake up")
+    /// The inotify watches of `pid`'s descriptors (`/proc/PID/fdinfo`): one line per watch.
+    static func inotifyWatches(_ pid: Int32) -> Int {
+        let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fdinfo")) ?? []
+        return fds.reduce(0) { total, fd in
+            let info = (try? String(contentsOfFile: "/proc/\(pid)/fdinfo/\(fd)", encoding: .utf8)) ?? ""
+            return total + info.split(separator: "\n").filter { $0.hasPrefix("inotify wd:") }.count
+        }
+    }
+
+    /// Wakes on appends: send holds an inotify watch, delivers each append, and does not wake
+    /// while idle. How soon each append arrives is printed, not asserted: on a loaded 2-core
+    /// machine the median was 545 ms (9 ms to 2.7 s), where the old 0.5 s poll's is about 250 ms,
+    /// so latency cannot tell the two apart there; the watch and the idle silence can.
+    @Test("an append is delivered without polling: send watches the log with inotify, each of 8 events appended just after the previous delivery arrives, and an idle sidecar does not wake up")
     func wakesOnAppendSleepsWhenIdle() throws {
         try withTemporaryDirectory { dir in
             let out = dir + ".collected"
@@ -112,7 +129,7 @@ struct FollowWakeTests {
                 usleep(50_000)
                 let began = clock.now
                 _ = try writer.append(all[i])
-                guard eventually(within: 10, { lines(of: out).count == i + 1 }) else {
+                guard eventually(within: 60, { lines(of: out).count == i + 1 }) else {
                     Issue.record("event \(i) was not delivered")
                     break
                 }
@@ -120,11 +137,20 @@ struct FollowWakeTests {
             }
             let median = latencies.sorted()[latencies.count / 2]
             print("send --follow: append-to-delivery latencies \(latencies.map { "\(Int($0 / .milliseconds(1))) ms" }), median \(median)")
-            #expect(median < .milliseconds(250), "\(latencies)")
+            #expect(Self.inotifyWatches(sender.pid) >= 1, "send --follow holds no inotify watch: it falls back to looking every 0.5 s")
             #expect(lines(of: out) == all)
 
             // Idle: no timer wakes the process (the old code looked every 0.5 s, sleeping in 0.1 s steps).
-            usleep(300_000)
+            // First, until the last delivery's work has gone to sleep: 300 ms without a switch
+            // (a loaded machine finishes it late; bounded for a process that never settles).
+            var settled = Self.contextSwitches(sender.pid)
+            let settleEnd = ContinuousClock.now + .seconds(30)
+            while ContinuousClock.now < settleEnd {
+                usleep(300_000)
+                let now = Self.contextSwitches(sender.pid)
+                if now == settled { break }
+                settled = now
+            }
             let before = Self.contextSwitches(sender.pid)
             usleep(2_000_000)
             let switches = Self.contextSwitches(sender.pid) - before

@@ -1,9 +1,10 @@
 import Foundation
 import Testing
+import BeaconTestTraits
 
 /// `beacon send` through ``TestProxy`` (a small HTTP proxy of the test support): `--transport auto`
 /// honours the proxy variables as curl does, and a proxy's refusal reads as one.
-@Suite("beacon send through a proxy", .serialized, .timeLimit(.minutes(1)))
+@Suite("beacon send through a proxy", .serialized, .timeLimit(.minutes(1)), .blocking)
 struct SendProxyTests {
     /// The proxy variables set as given, every other one empty (the machine's own must not interfere).
     static func environment(_ set: [String: String]) -> [String: String] {

@@ -2,10 +2,11 @@ import Foundation
 import Glibc
 import Synchronization
 import Testing
+import BeaconTestTraits
 
 /// Issue 26's second case from outside: the quota runs in `beacon append`, the reader is `beacon
 /// send`, and what `beacon status` counts as dropped is compared with what the collector got.
-@Suite("beacon append --max-disk while beacon send holds a batch", .serialized)
+@Suite("beacon append --max-disk while beacon send holds a batch", .serialized, .blocking)
 struct SendQuotaAccountingTests {
     /// Events of about 330 bytes, each with its number in `_track_id`.
     func paddedEvents(_ n: Int, from: Int) -> [String] {

@@ -1,13 +1,14 @@
 import Foundation
 import Glibc
 import Testing
+import BeaconTestTraits
 
 /// `url` with credentials in its user info and its query, as ClickHouse takes them.
 func withSecrets(_ url: String) -> String {
     url.replacingOccurrences(of: "http://", with: "http://alice:s3cret@") + "?user=default&password=s3cret"
 }
 
-@Suite("beacon send never prints a URL's credentials or query values", .serialized)
+@Suite("beacon send never prints a URL's credentials or query values", .serialized, .blocking)
 struct SendRedactionTests {
     func expectNoSecret(_ result: ToolResult, _ what: String) {
         for output in [result.stderr, result.stdoutText] {

@@ -1,8 +1,9 @@
 import BeaconTesting
 import Foundation
 import Testing
+import BeaconTestTraits
 
-@Suite("beacon send: retries without progress, catch-up batches, the collector's explanation")
+@Suite("beacon send: retries without progress, catch-up batches, the collector's explanation", .blocking)
 struct SendRetriesTests {
     @Test("--retries 5 counts failures in a row without progress: with every tenth answer 500, everything is delivered")
     func retriesInARow() throws {

@@ -1,10 +1,11 @@
 import BeaconTestSupport
 import Foundation
 import Testing
+import BeaconTestTraits
 
 /// `beacon send` to an `https://` nginx (``TLSTestServer``): `--cacert`, `--cert`, `--key`, and
 /// what a refused certificate looks like to the user.
-@Suite("beacon send over https", .serialized, .enabled(if: TLSTestServer.isAvailable, Comment(rawValue: TLSTestServer.skipReason)), .timeLimit(.minutes(1)))
+@Suite("beacon send over https", .serialized, .enabled(if: TLSTestServer.isAvailable, Comment(rawValue: TLSTestServer.skipReason)), .timeLimit(.minutes(1)), .blocking)
 struct SendTLSTests {
     @Test("refused without --cacert (nothing acknowledged, exit 74, the check and host named, what to do), delivered with it")
     func cacert() throws {

@@ -2,9 +2,10 @@ import BeaconTestSupport
 import Foundation
 import Glibc
 import Testing
+import BeaconTestTraits
 
 /// The tool on a directory another process is writing to or draining at the same time.
-@Suite struct ToolConcurrencyTests {
+@Suite(.blocking) struct ToolConcurrencyTests {
     typealias Run = BeaconToolRunner
 
     /// While `beacon append` runs (holding the writer lock), read-only commands see a consistent

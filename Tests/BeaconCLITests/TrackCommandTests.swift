@@ -1,9 +1,10 @@
 import BeaconLog
 import Foundation
 import Testing
+import BeaconTestTraits
 
 /// `beacon track`, run as a user would.
-@Suite struct TrackCommandTests {
+@Suite(.blocking) struct TrackCommandTests {
     typealias Run = BeaconToolRunner
 
     func withDirectory<T>(_ body: (String) throws -> T) throws -> T {

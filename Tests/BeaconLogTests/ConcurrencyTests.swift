@@ -2,13 +2,14 @@ import Foundation
 import Glibc
 import Synchronization
 import Testing
+import BeaconTestTraits
 @testable import BeaconLog
 import FaultInjection
 
 /// Appends from several threads at once, with a reader acknowledging meanwhile (all methods are
 /// documented thread-safe): seqs are unique and gap-free, each thread's records keep their order,
 /// every returned seq holds that thread's record, and nothing is lost, also while the disk is full.
-@Suite struct ConcurrencyTests {
+@Suite(.blocking) struct ConcurrencyTests {
     @Test(arguments: [BeaconLog.Durability.everyRecord, .batched(records: 16, interval: .milliseconds(1)), .none], [false, true])
     func concurrentAppendsWithAReader(durability: BeaconLog.Durability, diskFillsUp: Bool) throws {
         let threads = 4

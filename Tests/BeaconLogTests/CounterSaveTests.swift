@@ -2,11 +2,12 @@ import Dispatch
 import Foundation
 import Synchronization
 import Testing
+import BeaconTestTraits
 @testable import BeaconLog
 import FaultInjection
 
 /// The persisted loss counters: a save scheduled in the background and `close()`'s own save.
-@Suite struct CounterSaveTests {
+@Suite(.blocking) struct CounterSaveTests {
     /// A background save takes its snapshot, then is held just before it replaces
     /// `writer.counters`; meanwhile more records are dropped and `close()` saves the newer counts.
     /// Saves run one at a time, so the older snapshot can never replace the newer file: the

@@ -1,11 +1,12 @@
 import Foundation
 import Glibc
 import Testing
+import BeaconTestTraits
 @testable import BeaconLog
 import FaultInjection
 
 /// Every shape of directory path a user may configure, and creating the directory durably.
-@Suite("Directory paths")
+@Suite("Directory paths", .blocking)
 struct DirectoryPathTests {
     /// Relative shapes, resolved against the current directory of the process that opens the log.
     static let relativeShapes = ["d", "d/", "./d", "./d/", "a/b", "a/b/", "x/y/z/w", "x/y/z/w/", "a/../d", "a/./b//c", "with space/d d", "données/événements/", "日志"]

@@ -1,13 +1,14 @@
 import Foundation
 import Glibc
 import Testing
+import BeaconTestTraits
 @testable import BeaconLog
 
 /// kill -9 at random moments while a child process appends, under each durability policy
 /// (a process crash loses nothing that `write(2)` accepted, and never what was reported
 /// durable). After each kill: recovery, a clean verify, a gap-free in-order prefix `{"n":i}` at
 /// seq i holding every record reported durable, and new appends accepted; the next child continues.
-@Suite struct KillTests {
+@Suite(.blocking) struct KillTests {
     @Test(arguments: ["every", "batched", "none"])
     func killNineLoop(policy: String) throws {
         var rng = SeededGenerator(seed: UInt64(policy.utf8.reduce(0) { $0 &* 31 &+ UInt64($1) }))

@@ -127,6 +127,7 @@ import FaultInjection
             if file.path.hasSuffix("/writer.lock") { return done }
             return try base.tryLock(file)
         }
+        func unlock(_ file: LogFile) { base.unlock(file) }
         func rename(_ from: LogPath, to: LogPath) throws { try base.rename(from, to: to) }
         func remove(_ path: LogPath) throws { try base.remove(path) }
         func syncDirectory(_ directory: LogDirectory) throws {}

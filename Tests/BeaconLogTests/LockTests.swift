@@ -1,11 +1,12 @@
 import Foundation
 import Glibc
 import Testing
+import BeaconTestTraits
 @testable import BeaconLog
 
 /// `writer.lock` / `reader.lock` across two processes (the `beacon-test-child` holds one), and the
 /// writer/reader split: one process appends while another reads and acknowledges.
-@Suite struct LockTests {
+@Suite(.blocking) struct LockTests {
     /// While a child holds the writer lock: opening to write fails with `.locked` naming its pid,
     /// opening to read works; after SIGKILL the lock is free.
     @Test func writerLockHeldByAnotherProcess() throws {
@@ -79,6 +80,30 @@ import Testing
         }
     }
 
+    /// A copy of a lock file's descriptor, as a child that another thread is spawning holds until
+    /// its `exec`: closing the log still releases both locks, so the directory reopens at once.
+    /// Before, `close` alone left the lock on the open file description the copy kept alive, and
+    /// the next open (after its 200 ms of retries) failed with `.locked`, naming this process:
+    /// seen in full runs at load 20, where reopening tests ran beside tests spawning children.
+    @Test func aCopiedLockDescriptorDoesNotKeepTheLock() throws {
+        try withTemporaryDirectory { dir in
+            let log = try BeaconLog(configuration: smallConfig(dir))
+            // Every descriptor of this process open on one of the directory's lock files, copied.
+            let fds = (try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")).compactMap { Int32($0) }
+            let lockFiles = [dir + "/writer.lock", dir + "/reader.lock"]
+            let copies = fds.filter { fd in
+                (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(fd)")).map(lockFiles.contains) == true
+            }.map { dup($0) }
+            defer { copies.forEach { close($0) } }
+            #expect(copies.count == 2, "the writer and reader lock files are open once each")
+            try log.close()
+            #expect(BeaconLog.lockHolder(.writer, directory: dir) == nil)
+            #expect(BeaconLog.lockHolder(.reader, directory: dir) == nil)
+            let reopened = try BeaconLog(configuration: smallConfig(dir))
+            try reopened.close()
+        }
+    }
+
     /// A child appends with `.write` access (every policy) while this process reads and
     /// acknowledges with `.read`: every record arrives once, in order, and acknowledged
     /// segments are deleted under the writer.
@@ -94,7 +119,7 @@ import Testing
             let log = try BeaconLog(configuration: config)
             var received: [UInt64] = []
             var contents: [String] = []
-            let deadline = ContinuousClock.now + .seconds(20)
+            let deadline = ContinuousClock.now + .seconds(60)
             var childDone = false
             while received.count < count && ContinuousClock.now < deadline {
                 let batch = try log.read(maxRecords: Int.random(in: 1...120))

@@ -1,12 +1,13 @@
 import Foundation
 import Synchronization
 import Testing
+import BeaconTestTraits
 @testable import BeaconLog
 import FaultInjection
 
 /// Reading contiguous batches across segments and acknowledging them: caps, partial batches,
 /// segment deletion, the checkpoint across reopen, and refused acknowledgements.
-@Suite struct ReadAcknowledgeTests {
+@Suite(.blocking) struct ReadAcknowledgeTests {
     /// Append, read in batches across rolls, acknowledge part, reopen, read the rest (every policy).
     @Test(arguments: [BeaconLog.Durability.everyRecord, .batched(records: 7, interval: .milliseconds(5)), .none])
     func appendReadAcknowledgeAcrossRollsAndReopen(durability: BeaconLog.Durability) throws {
@@ -272,7 +273,7 @@ extension ReadAcknowledgeTests {
     }
 }
 
-@Suite struct PartialAcknowledgeTests {
+@Suite(.blocking) struct PartialAcknowledgeTests {
     /// Acknowledging through `end(after:)` of any record, across a roll, resumes exactly after it.
     @Test func acknowledgeAPrefixOfABatch() throws {
         try withTemporaryDirectory { dir in
@@ -296,7 +297,7 @@ extension ReadAcknowledgeTests {
     }
 }
 
-@Suite struct CorruptReasonTests {
+@Suite(.blocking) struct CorruptReasonTests {
     /// Each kind of damage is counted under its reason, and the counts survive a reopen.
     @Test func skippedRecordsAreCountedByReason() throws {
         try withTemporaryDirectory { dir in
@@ -334,7 +335,7 @@ extension ReadAcknowledgeTests {
 /// Deleting acknowledged segments does not hold the reader lock while the files are unlinked:
 /// unlinking a full segment frees its cached pages (milliseconds), and the uploader's next read,
 /// which runs meanwhile, would wait for it.
-@Suite struct SegmentRemovalTests {
+@Suite(.blocking) struct SegmentRemovalTests {
     @Test("a writer's acknowledgement unlinks passed segments with the reader lock free, after forgetting them")
     func unlinkOutsideTheReaderLock() throws {
         try withTemporaryDirectory { dir in

@@ -2,13 +2,14 @@ import Foundation
 import Glibc
 import Synchronization
 import Testing
+import BeaconTestTraits
 @testable import BeaconLog
 import FaultInjection
 
 /// A `.read` instance beside a writer that is another instance (a service and its sidecar, as
 /// `beacon send` runs): what reading and acknowledging cost in file-system calls, and that the
 /// reader stays exact while the writer appends, rolls segments and drops old ones under its quota.
-@Suite struct SidecarReaderTests {
+@Suite(.blocking) struct SidecarReaderTests {
     /// A `.read` configuration on `dir` whose calls `fs` counts (its fsyncs skip the disk).
     func readerConfig(_ dir: String, _ fs: FaultyFileSystem) -> BeaconLog.Configuration {
         fs.skipSyncs = true
@@ -86,7 +87,7 @@ import FaultInjection
             appending.start()
             var seqs: [UInt64] = []
             var records: [String] = []
-            let deadline = ContinuousClock.now + .seconds(20)
+            let deadline = ContinuousClock.now + .seconds(60)
             while seqs.count < count && ContinuousClock.now < deadline {
                 let done = appended.load(ordering: .acquiring)
                 let batch = try reader.read(maxRecords: 37)

@@ -144,26 +144,21 @@ func expectLogError(_ code: BeaconLogError.Code, sourceLocation: SourceLocation 
 
 /// A running `beacon-test-child`, its stdout collected line by line.
 final class ChildProcess: Sendable {
-    let process: Process
+    let process: SpawnedProcess
     let pid: Int32
     private let output = Mutex<(lines: [String], partial: [UInt8], eof: Bool)>(([], [], false))
 
     /// Starts `beacon-test-child ARGS...`, in `currentDirectory` if given (for relative paths).
     init(_ arguments: [String], currentDirectory: String? = nil) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try childExecutablePath())
-        process.arguments = arguments
-        if let currentDirectory { process.currentDirectoryURL = URL(fileURLWithPath: currentDirectory) }
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = FileHandle.standardError
-        let reader = pipe.fileHandleForReading
-        try process.run()
+        let process = try SpawnedProcess(try childExecutablePath(), arguments, currentDirectory: currentDirectory, stdout: .pipe)
         self.process = process
-        self.pid = process.processIdentifier
+        self.pid = process.pid
         Thread.detachNewThread { [self] in
+            var chunk = [UInt8](repeating: 0, count: 4096)
             while true {
-                let data = reader.availableData
+                let n = read(process.output, &chunk, chunk.count)
+                if n < 0 && errno == EINTR { continue }
+                let data = n > 0 ? Array(chunk[..<n]) : []
                 output.withLock { o in
                     if data.isEmpty {
                         o.eof = true
@@ -185,7 +180,7 @@ final class ChildProcess: Sendable {
 
     /// Waits (polling every millisecond, at most `timeout` seconds) for a line satisfying `predicate`.
     @discardableResult
-    func waitForLine(timeout: Double = 10, where predicate: (String) -> Bool) throws -> String {
+    func waitForLine(timeout: Double = 60, where predicate: (String) -> Bool) throws -> String {
         let deadline = ContinuousClock.now + .milliseconds(Int64(timeout * 1000))
         while ContinuousClock.now < deadline {
             let (lines, eof) = output.withLock { ($0.lines, $0.eof) }
@@ -198,14 +193,17 @@ final class ChildProcess: Sendable {
 
     /// SIGKILL (unless it already ended), then reaps the process. Safe to call more than once.
     func kill9() {
-        if process.isRunning { _ = Glibc.kill(pid, SIGKILL) }
-        process.waitUntilExit()
+        process.signal(SIGKILL)
+        process.wait()
     }
 
-    /// Waits for the child to exit on its own and returns its status.
+    /// Waits for the child to exit on its own and returns its status (128 + the signal if one
+    /// killed it).
     func waitForExit() -> Int32 {
-        process.waitUntilExit()
-        return process.terminationStatus
+        switch process.wait() {
+        case .exited(let status): status
+        case .signalled(let signal): 128 + signal
+        }
     }
 }
 

@@ -22,7 +22,7 @@ public final class LighttpdServer: @unchecked Sendable {
 
     public let directory: String
     public let port: UInt16
-    private let process: Process
+    private let process: SpawnedProcess
 
     /// lighttpd, if installed.
     public static let lighttpd: String? = executable("lighttpd", extra: ["/usr/sbin", "/usr/local/sbin"])
@@ -90,14 +90,12 @@ public final class LighttpdServer: @unchecked Sendable {
 
     deinit { stop() }
 
-    /// Stops lighttpd (SIGKILL: Foundation starts it with the spawning thread's signal mask, and on
-    /// a Dispatch worker thread that blocks SIGTERM and SIGINT, which lighttpd, unlike nginx, never
-    /// unblocks) and removes its directory.
+    /// Stops lighttpd (SIGTERM, SIGKILL after 30 s: ``SpawnedProcess`` starts it with no signal
+    /// blocked, where Foundation's Process gave it the spawning thread's mask, which on a Dispatch
+    /// worker blocks SIGTERM) and removes its directory.
     public func stop() {
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
+        process.signal(SIGTERM)
+        process.wait(killingAfter: .seconds(30))
         try? FileManager.default.removeItem(atPath: directory)
     }
 

@@ -104,7 +104,7 @@ public final class TLSTestServer: @unchecked Sendable {
     public let pki: TestPKI
     public let directory: String
     public let ports: [Site: UInt16]
-    private let process: Process
+    private let process: SpawnedProcess
 
     /// nginx, if installed.
     public static let nginx: String? = executable("nginx", extra: ["/usr/sbin", "/usr/local/sbin", "/usr/local/nginx/sbin"])
@@ -157,10 +157,8 @@ public final class TLSTestServer: @unchecked Sendable {
 
     /// Stops nginx and removes its directory.
     public func stop() {
-        if process.isRunning {
-            process.terminate()
-            process.waitUntilExit()
-        }
+        process.signal(SIGTERM)
+        process.wait(killingAfter: .seconds(30))
         try? FileManager.default.removeItem(atPath: directory)
     }
 
@@ -219,40 +217,24 @@ public final class TLSTestServer: @unchecked Sendable {
     /// when it fails.
     @discardableResult
     public static func run(_ executable: String, _ arguments: [String], in directory: String) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.currentDirectoryURL = URL(fileURLWithPath: directory)
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw TLSTestError("\(executable) \(arguments.joined(separator: " ")) failed: \(text)")
+        let (ending, text) = try SpawnedProcess.run(executable, arguments, currentDirectory: directory)
+        guard ending == .exited(0) else {
+            throw TLSTestError("\(executable) \(arguments.joined(separator: " ")) failed (\(ending)): \(text)")
         }
         return text
     }
 }
 
-/// Starts `executable` with `arguments` (no standard streams) and waits up to 10 s until it
+/// Starts `executable` with `arguments` (no standard streams) and waits up to 60 s until it
 /// accepts connections on every one of `ports`. When it exits or does not accept in time, it is
 /// killed and the failure quotes the last lines of `errorLog`.
-func startLoopbackServer(_ name: String, _ executable: String, _ arguments: [String], ports: [UInt16], errorLog: String) throws -> Result<Process, TLSTestError> {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    process.standardInput = FileHandle.nullDevice
-    process.standardOutput = FileHandle.nullDevice
-    process.standardError = FileHandle.nullDevice
-    try process.run()
-    let deadline = ContinuousClock.now + .seconds(10)
+func startLoopbackServer(_ name: String, _ executable: String, _ arguments: [String], ports: [UInt16], errorLog: String) throws -> Result<SpawnedProcess, TLSTestError> {
+    let process = try SpawnedProcess(executable, arguments, stdin: .null, stdout: .null, stderr: .null)
+    let deadline = ContinuousClock.now + .seconds(60)
     while process.isRunning, ContinuousClock.now < deadline, !ports.allSatisfy(loopbackAccepts) { usleep(5000) }
     if process.isRunning, ports.allSatisfy(loopbackAccepts) { return .success(process) }
-    if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-    process.waitUntilExit()
+    process.signal(SIGKILL)
+    process.wait()
     let log = (try? String(contentsOfFile: errorLog, encoding: .utf8)) ?? ""
     return .failure(TLSTestError("\(name) did not start: \(log.split(separator: "\n").suffix(3).joined(separator: "; "))"))
 }

@@ -21,14 +21,9 @@ import Testing
         let (latencies, dropped) = try await offPool { () -> ([Int], Int) in
             let dir = FileManager.default.temporaryDirectory.appendingPathComponent("beacon-frozen-\(UUID().uuidString)").path
             defer { try? FileManager.default.removeItem(atPath: dir) }
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: child)
-            process.arguments = ["stall", dir, "default", "40"]
-            let output = Pipe()
-            process.standardOutput = output
-            try process.run()
-            let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
+            let process = try SpawnedProcess(child, ["stall", dir, "default", "40"], stdout: .pipe)
+            let text = String(decoding: process.readOutputToEnd(), as: UTF8.self)
+            process.wait()
             let lines = text.split(separator: "\n")
             let dropped = lines.last.flatMap { $0.hasPrefix("dropped ") ? Int($0.dropFirst(8)) : nil } ?? -1
             return (lines.dropLast().compactMap { Int($0) }, dropped)

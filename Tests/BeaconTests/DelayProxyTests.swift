@@ -4,13 +4,14 @@ import Glibc
 import Synchronization
 import BeaconTestSupport
 import Testing
+import BeaconTestTraits
 @testable import Beacon
 import BeaconTesting
 import DelayProxy
 
 /// The benchmark's delay proxy: it adds its round trip to every exchange, and delays a stream by
 /// its one-way time once, not per chunk.
-@Suite("Delay proxy: a collector far away on loopback", .timeLimit(.minutes(1)))
+@Suite("Delay proxy: a collector far away on loopback", .timeLimit(.minutes(1)), .blocking)
 struct DelayProxyTests {
     @Test("a request through the proxy takes at least its round trip, and arrives intact", arguments: [20, 100])
     func requestTakesRoundTrip(rtt: Int) async throws {
@@ -65,7 +66,8 @@ struct DelayProxyTests {
         close(fd)
         #expect(received == bytes, "the bytes arrive intact and in order")
         #expect(took >= .milliseconds(200))
-        #expect(took < .seconds(15), "took \(took): delayed per chunk?")
+        // Below the 25.6 s that 128 delays of 200 ms take, whatever the load; not a speed bound.
+        #expect(took < .seconds(25), "took \(took): delayed per chunk?")
     }
 }
 

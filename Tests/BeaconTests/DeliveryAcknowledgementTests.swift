@@ -191,14 +191,14 @@ struct DeliveryAcknowledgementTests {
         let log = try faultyLog(dir, fs, events: 0..<400)
         fs.resetJournal()
         let transport = InMemoryTransport()
-        // The first checkpoint fsync waits (at most 10 s) until 30 more requests went out, or as
+        // The first checkpoint fsync waits (at most 40 s) until 30 more requests went out, or as
         // many as the batches allowed outstanding (a loaded machine may start the write late).
         let blocked = Mutex(false), sentMeanwhile = Mutex(false)
         fs.beforeCall = { operation, path in
             guard operation == .syncData || operation == .sync, path.contains("/checkpoint"), !blocked.withLock({ let was = $0; $0 = true; return was }) else { return }
             let before = transport.requests.count
             let wanted = min(before + 30, Uploader.maxOutstandingBatches)
-            let until = ContinuousClock.now + .seconds(10)
+            let until = ContinuousClock.now + .seconds(40)
             while transport.requests.count < wanted && ContinuousClock.now < until { usleep(1000) }
             sentMeanwhile.withLock { $0 = transport.requests.count >= wanted }
         }

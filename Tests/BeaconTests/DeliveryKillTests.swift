@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import Synchronization
 import Testing
+import BeaconTestTraits
 @testable import Beacon
 import BeaconLog
 import BeaconTesting
@@ -12,8 +13,8 @@ import BeaconTesting
 /// and then for every byte it wrote to be read. Not until the pipe's end: another child started
 /// meanwhile (by a test running in parallel) may have inherited the pipe's write end and hold it
 /// open long after this one died.
-final class DeliverChild: @unchecked Sendable {
-    let process: Process
+final class DeliverChild: Sendable {
+    let process: SpawnedProcess
     let sink = LineSink()
 
     final class LineSink: Sendable {
@@ -34,9 +35,8 @@ final class DeliverChild: @unchecked Sendable {
             lines.withLock { $0.append(contentsOf: complete) }
         }
 
-        /// Reads `handle` until the child has exited and the pipe is empty (or at its end).
-        func read(_ handle: FileHandle) {
-            let fd = handle.fileDescriptor
+        /// Reads `fd` until the child has exited and the pipe is empty (or at its end).
+        func read(_ fd: Int32) {
             _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
             var buffer = [UInt8](repeating: 0, count: 65_536)
             while true {
@@ -52,7 +52,6 @@ final class DeliverChild: @unchecked Sendable {
             }
             let rest = partial.withLock { buffer in defer { buffer = "" }; return buffer }
             if !rest.isEmpty { lines.withLock { $0.append(rest) } }
-            try? handle.close()
             drained.store(true, ordering: .sequentiallyConsistent)
         }
     }
@@ -63,14 +62,10 @@ final class DeliverChild: @unchecked Sendable {
 
     /// `beacon-test-child` with `arguments` (its role first).
     init(arguments: [String]) throws {
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: try testChildPath())
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        let handle = pipe.fileHandleForReading
-        Thread { [sink] in sink.read(handle) }.start()
+        let process = try SpawnedProcess(try testChildPath(), arguments, stdout: .pipe)
+        self.process = process
+        // The reader keeps the process (and so its pipe's end) until it is done.
+        Thread { [sink] in withExtendedLifetime(process) { sink.read(process.output) } }.start()
     }
 
     var output: [String] { sink.lines.withLock { $0 } }
@@ -79,7 +74,7 @@ final class DeliverChild: @unchecked Sendable {
     /// mean its last lines were read, the pipe is read on another thread. Returns whether the
     /// reader finished; the generous bound only matters under load (it returns when it does).
     func finish() async -> Bool {
-        process.waitUntilExit()
+        process.wait()
         sink.childExited.store(true, ordering: .sequentiallyConsistent)
         return await eventually(30) { self.sink.drained.load(ordering: .sequentiallyConsistent) }
     }
@@ -88,7 +83,7 @@ final class DeliverChild: @unchecked Sendable {
     var lastDurable: Int? { output.compactMap { $0.hasPrefix("durable ") ? Int($0.dropFirst(8)) : nil }.max() }
 
     func kill(_ signal: Int32 = SIGKILL) {
-        Glibc.kill(process.processIdentifier, signal)
+        process.signal(signal)
     }
 }
 
@@ -109,7 +104,7 @@ func trackIdText(_ event: [UInt8]) -> String {
     return String(text[range.upperBound...].prefix { $0.isNumber })
 }
 
-@Suite("Delivery: kill -9 while uploading", .serialized, .timeLimit(.minutes(1)))
+@Suite("Delivery: kill -9 while uploading", .serialized, .timeLimit(.minutes(3)), .blocking)
 struct DeliveryKillTests {
     @Test("received (deduplicated) + pending == every durable event, in order; duplicates are whole batches with their key")
     func killLoop() async throws {
@@ -135,7 +130,7 @@ struct DeliveryKillTests {
         // A last run that is not killed delivers the rest and shuts down cleanly.
         let last = try DeliverChild(directory: dir.path, url: collector.url, start: rounds * perRound, count: 30)
         #expect(await last.finish(), "the last run's output's end")
-        #expect(last.process.terminationStatus == 0)
+        #expect(last.process.wait() == .exited(0))
         tracked.formUnion((rounds * perRound)..<(rounds * perRound + 30))
         durable.formUnion((rounds * perRound)..<(rounds * perRound + 30))
         #expect(last.output.last?.hasPrefix("done") == true, "\(last.output.suffix(3))")
@@ -204,12 +199,12 @@ struct DeliveryKillTests {
             let before = collector.requests.count
             run.withLock { $0 = Run(pid: 0, requests: 0, killAt: r) }
             let child = try DeliverChild(arguments: ["upload", dir.path, collector.url.absoluteString, String(batch), String(window)])
-            run.withLock { $0.pid = child.process.processIdentifier }
+            run.withLock { $0.pid = child.process.pid }
             #expect(await child.finish(), "run \(r): the output's end")
-            if child.process.terminationReason == .uncaughtSignal {
+            if case .signalled = child.process.wait() {
                 kills.append(before + r - 1)
             } else {
-                #expect(child.process.terminationStatus == 0 && child.output.last?.hasPrefix("done") == true, "run \(r): \(child.output.suffix(2))")
+                #expect(child.process.wait() == .exited(0) && child.output.last?.hasPrefix("done") == true, "run \(r): \(child.output.suffix(2))")
                 finished = true
             }
         }
@@ -255,7 +250,7 @@ struct DeliveryKillTests {
         #expect(await eventually(30) { (child.lastDurable ?? 0) >= 50 })
         child.kill(SIGTERM)
         #expect(await child.finish(), "the output's end")
-        #expect(child.process.terminationReason == .exit && child.process.terminationStatus == 3, "the child's own code chose the status: \(child.process.terminationReason) \(child.process.terminationStatus)")
+        #expect(child.process.wait() == .exited(3), "the child's own code chose the status: \(child.process.wait())")
         let output = child.output
         #expect(output.contains { $0.hasPrefix("terminated \(SIGTERM) ") }, "the handler's closure ran: \(output.suffix(3))")
         #expect(output.last == "alive", "the process went on after the shutdown: \(output.suffix(3))")

@@ -61,7 +61,7 @@ struct LighttpdTests {
         let beacon = try Beacon(configuration: Self.configuration(dir, server))
         for round in 0..<3 {
             for n in (round * 10)..<(round * 10 + 10) { beacon.track("Numbered", properties: ["n": .int(n)]) }
-            let result = await beacon.flush(timeout: .seconds(20))
+            let result = await beacon.flush(timeout: .seconds(60))
             #expect(result.outcome.isComplete && result.sent == 10, "round \(round): \(result)")
             if round < 2 { try await Task.sleep(for: .milliseconds(2500)) }  // lighttpd closes the idle connection meanwhile
         }

@@ -69,7 +69,7 @@ struct PipeliningTests {
     }
 
     func request(_ url: URL, _ n: Int) -> TransportRequest {
-        TransportRequest(url: url, headers: [("X-N", String(n))], body: Array("[\(n)]".utf8), timeout: .seconds(10))
+        TransportRequest(url: url, headers: [("X-N", String(n))], body: Array("[\(n)]".utf8), timeout: .seconds(60))
     }
 
     @Test("n requests written back to back, answered in one write: n answers in order on one connection", arguments: 1...8)
@@ -88,7 +88,7 @@ struct PipeliningTests {
         defer { transport.close() }
         for i in 0..<n { try await transport.writePipelined(request(server.url, i)) }
         for i in 0..<n {
-            let (response, keepsAlive) = try await transport.readPipelined(timeout: .seconds(10))
+            let (response, keepsAlive) = try await transport.readPipelined(timeout: .seconds(60))
             #expect(response.status == 200 && String(decoding: response.body, as: UTF8.self) == String(i) && keepsAlive)
         }
         #expect(server.accepted == 1 && transport.connectionsOpened == 1)
@@ -110,7 +110,7 @@ struct PipeliningTests {
             defer { transport.close() }
             for i in 0..<n { try await transport.writePipelined(request(server.url, i)) }
             for i in 0..<k {
-                let (response, keepsAlive) = try await transport.readPipelined(timeout: .seconds(10))
+                let (response, keepsAlive) = try await transport.readPipelined(timeout: .seconds(60))
                 #expect(response.body == Array(String(i).utf8))
                 #expect(keepsAlive == !(sayClose && i == k - 1))
             }

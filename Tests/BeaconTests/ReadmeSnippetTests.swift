@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import BeaconTestTraits
 
 /// Every Swift block of README.md and of the DocC articles (`Sources/*/*.docc/*.md`) is compiled,
 /// so the documentation cannot drift from the API:
@@ -14,7 +15,7 @@ import Testing
 ///   evaluate it.
 ///
 /// And every snippet in `Tests/ReadmeSnippets/` must still be in the README or an article.
-@Suite("README and articles: every Swift block is compiled")
+@Suite("README and articles: every Swift block is compiled", .blocking)
 struct ReadmeSnippetTests {
     struct Block: CustomStringConvertible {
         var marker: String
@@ -165,19 +166,13 @@ struct ReadmeSnippetTests {
             try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
             defer { try? FileManager.default.removeItem(at: dir) }
             try block.lines.joined(separator: "\n").write(to: dir.appendingPathComponent("Package.swift"), atomically: true, encoding: .utf8)
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["swift", "package", "dump-package", "--package-path", dir.path]
-            let output = Pipe()
-            process.standardOutput = output
-            process.standardError = output
-            do { try process.run() } catch {
+            let ran: (ending: SpawnedProcess.Ending, output: String)
+            do { ran = try SpawnedProcess.run("/usr/bin/env", ["swift", "package", "dump-package", "--package-path", dir.path]) } catch {
                 print("SKIPPED: \(block) (a manifest) is not evaluated: `swift` could not be started (\(error))")
                 return
             }
-            let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
-            #expect(process.terminationStatus == 0, "\(block): swift package dump-package failed: \(text)")
+            let text = ran.output
+            #expect(ran.ending == .exited(0), "\(block): swift package dump-package failed (\(ran.ending)): \(text)")
             #expect(text.contains(#""MyService""#), "\(block): \(text.prefix(500))")
         }
     }

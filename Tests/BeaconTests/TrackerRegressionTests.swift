@@ -15,12 +15,12 @@ import BeaconLog
                 let group = DispatchGroup()
                 // Close while events are being tracked: once some are, and until the tracking
                 // thread has seen the close (its next events are dropped as "closed").
-                #expect(eventually(within: 5) { beacon.stats.tracked >= 100 }, "round \(round): the tracking thread did not start")
+                #expect(eventually(within: 60) { beacon.stats.tracked >= 100 }, "round \(round): the tracking thread did not start")
                 for _ in 0..<2 {
                     group.enter()
                     Thread { beacon.closeNow(); group.leave() }.start()
                 }
-                #expect(eventually(within: 5) { beacon.stats.dropped[.closed, default: 0] > 0 }, "round \(round): tracking never met the close")
+                #expect(eventually(within: 60) { beacon.stats.dropped[.closed, default: 0] > 0 }, "round \(round): tracking never met the close")
                 tracker.stop()
                 group.wait()
                 let stats = beacon.stats

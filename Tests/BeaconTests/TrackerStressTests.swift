@@ -118,7 +118,7 @@ func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
                 finished.store(true, ordering: .relaxed)
                 done.signal()
             }.start()
-            #expect(eventually(within: 10) { beacon.stats.tracked >= 100 }, "the busy thread did not start tracking")
+            #expect(eventually(within: 60) { beacon.stats.tracked >= 100 }, "the busy thread did not start tracking")
             for round in 0..<5 {
                 beacon.track("Mine", properties: ["round": .int(round)])
                 try beacon.sync()
@@ -160,18 +160,13 @@ func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
     func killNineLeavesAValidLogWithAContiguousPrefix(_ delayMilliseconds: Int) async throws {
         let child = try testChildPath()
         try await withTrackerDirectoryOffPool { dir in
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: child)
-            process.arguments = ["track", dir, "400000"]
-            let output = Pipe()
-            process.standardOutput = output
-            try process.run()
-            let ready = output.fileHandleForReading.availableData
-            #expect(String(decoding: ready, as: UTF8.self).hasPrefix("ready"))
+            let process = try SpawnedProcess(child, ["track", dir, "400000"], stdout: .pipe)
+            var ready = [UInt8](repeating: 0, count: 64)
+            let n = read(process.output, &ready, ready.count)
+            #expect(String(decoding: ready.prefix(max(n, 0)), as: UTF8.self).hasPrefix("ready"))
             usleep(useconds_t(delayMilliseconds * 1000))
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-            #expect(process.terminationReason == .uncaughtSignal)
+            process.signal(SIGKILL)
+            #expect(process.wait() == .signalled(SIGKILL))
 
             // Recovery (what the next tracker does on open), then a clean verify.
             try BeaconLog(directory: dir).close()

@@ -4,12 +4,13 @@ import Foundation
 import Glibc
 import Synchronization
 import Testing
+import BeaconTestTraits
 @testable import Beacon
 
 /// The writer thread commits as the durability policy asks and no more often: a trickle of
 /// records costs one commit per interval (not one wakeup per record), N queued records or a
 /// waiter (`sync`, close) end the gathering early, and `.everyRecord` takes each record at once.
-@Suite struct WriterPacingTests {
+@Suite(.blocking) struct WriterPacingTests {
     /// A writer on a new log under `durability`, counting the batches it hands to the log.
     static func withWriter(_ durability: BeaconLog.Durability, capacity: Int = 1 << 20,
                            _ body: (EventWriter, BeaconLog, _ batches: @Sendable () -> Int) throws -> Void) throws {

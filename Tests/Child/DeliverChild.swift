@@ -6,8 +6,8 @@ import Foundation
 /// at URL, in FORMAT (a ``PayloadFormat`` raw value: jsonArray, the default, envelope or ndjson).
 /// Tracks events "Numbered" with property `n = START ..< START+COUNT`, a few milliseconds apart,
 /// printing "ready" once open and "durable N" each time the events through N are fsynced; then
-/// shuts down with a 5 s deadline and prints "done SENT REMAINING". SIGTERM/SIGINT run the
-/// termination handler (shutdown with a 2 s grace), which does not end the process: its closure
+/// shuts down with a 60 s deadline and prints "done SENT REMAINING". SIGTERM/SIGINT run the
+/// termination handler (shutdown with a 30 s grace), which does not end the process: its closure
 /// prints "terminated SIGNAL SENT REMAINING", and the child's own code then prints "alive" and
 /// exits with status 3. Tests kill it with SIGKILL at random moments.
 func runDeliverChild(_ arguments: [String]) -> Never {
@@ -26,7 +26,9 @@ func runDeliverChild(_ arguments: [String]) -> Never {
     delivery.flushBulkSize = 20
     delivery.flushInterval = .seconds(5)
     delivery.backoff = .init(initial: .milliseconds(20), maximum: .milliseconds(200))
-    delivery.requestTimeout = .seconds(5)
+    // Deadlines for what is expected to happen, with room for a loaded 2-core machine (CI's
+    // parallel suite): a request timed out and sent again, or a drain cut short, fails a test.
+    delivery.requestTimeout = .seconds(30)
     if arguments.count >= 5 {
         guard let format = PayloadFormat(rawValue: arguments[4]) else {
             FileHandle.standardError.write(Data("beacon-test-child deliver: unknown format \(arguments[4])\n".utf8))
@@ -44,7 +46,7 @@ func runDeliverChild(_ arguments: [String]) -> Never {
     }
     @Sendable func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
     let terminated = DispatchSemaphore(value: 0)
-    beacon.installTerminationHandler(grace: .seconds(2)) { signal, report in
+    beacon.installTerminationHandler(grace: .seconds(30)) { signal, report in
         say("terminated \(signal) \(report.sent) \(report.remaining)")
         terminated.signal()
     }
@@ -68,7 +70,7 @@ func runDeliverChild(_ arguments: [String]) -> Never {
     }
     let done = DispatchSemaphore(value: 0)
     Task {
-        let report = await beacon.shutdown(timeout: .seconds(5))
+        let report = await beacon.shutdown(timeout: .seconds(60))
         say("done \(report.sent) \(report.remaining)")
         done.signal()
     }

@@ -264,6 +264,10 @@ package final class FaultyFileSystem: FileSystem, Sendable {
         return try base.tryLock(file)
     }
 
+    package func unlock(_ file: LogFile) {
+        base.unlock(file)
+    }
+
     package func rename(_ from: LogPath, to: LogPath) throws {
         if let f = check(.rename, from.path) { throw fail(f.errno, from.path, "rename") }
         try base.rename(from, to: to)

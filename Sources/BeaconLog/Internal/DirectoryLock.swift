@@ -45,7 +45,11 @@ package struct DirectoryLock: Sendable {
         return Int32(text)
     }
 
+    /// Unlocks, then closes: a copy of the descriptor in a child being spawned would otherwise keep
+    /// the lock until the child's `exec`, and this process's next open of the directory could
+    /// find it held (by this process's own pid, under load for longer than ``tryLockBriefly``).
     package func release(fileSystem: any FileSystem) {
+        fileSystem.unlock(file)
         fileSystem.close(file)
     }
 }

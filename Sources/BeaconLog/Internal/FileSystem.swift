@@ -171,6 +171,10 @@ package protocol FileSystem: Sendable {
     func close(_ file: LogFile)
     /// Takes a `flock(2)` lock without waiting; returns false if another open file description holds it.
     func tryLock(_ file: LogFile) throws -> Bool
+    /// Releases the `flock(2)` lock of `file`'s open file description (`LOCK_UN`), also for every
+    /// copy of its descriptor: a child process another thread is spawning holds one until its
+    /// `exec`, and a `close` alone leaves the lock held until then.
+    func unlock(_ file: LogFile)
     /// `renameat(2)` between two names of the same directory's descriptor. A link at either name
     /// is renamed or replaced itself, never followed.
     func rename(_ from: LogPath, to: LogPath) throws
@@ -331,6 +335,10 @@ package struct SystemFileSystem: FileSystem {
 
     package func close(_ file: LogFile) {
         try? file.handle.close()
+    }
+
+    package func unlock(_ file: LogFile) {
+        _ = retryingInterrupts { flock(file.descriptor, LOCK_UN) }
     }
 
     package func tryLock(_ file: LogFile) throws -> Bool {

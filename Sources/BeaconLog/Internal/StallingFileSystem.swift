@@ -53,6 +53,7 @@ package struct StallingFileSystem: FileSystem {
     package func size(_ file: LogFile) throws -> UInt64 { try base.size(file) }
     package func close(_ file: LogFile) { base.close(file) }
     package func tryLock(_ file: LogFile) throws -> Bool { try base.tryLock(file) }
+    package func unlock(_ file: LogFile) { base.unlock(file) }
     package func rename(_ from: LogPath, to: LogPath) throws { try base.rename(from, to: to) }
     package func remove(_ file: LogPath) throws { try base.remove(file) }
     package func list(_ directory: LogDirectory) throws -> [String] { try base.list(directory) }

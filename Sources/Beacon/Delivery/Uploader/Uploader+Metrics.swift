@@ -65,8 +65,8 @@ extension Uploader {
         let answer: BeaconMetrics.AnswerClass
         switch result {
         case .success(let response): answer = BeaconMetrics.AnswerClass(status: response.status)
-        case .failure(let error) where error.kind == .cancelled: return
-        case .failure(let error): answer = error.kind == .timeout ? .timeout : error.kind == .tls ? .tls : .network
+        case .failure(let error) where error.code == .cancelled: return
+        case .failure(let error): answer = error.code == .timeout ? .timeout : error.code == .tls ? .tls : .network
         }
         observed.answers[answer, default: 0] += 1
         observed.requestDuration.observe(elapsed)
