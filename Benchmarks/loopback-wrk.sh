@@ -19,34 +19,12 @@ usage="usage: $0 [--release | --bin DIR] [--requests N] [--rounds N] [--batches 
 parse_flags "$usage" requests rounds batches -- "$@"
 command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || { echo "$0: nginx is not installed" >&2; exit 64; }
 command -v wrk >/dev/null || { echo "$0: wrk is not installed" >&2; exit 64; }
-nginx=$(command -v nginx || echo /usr/sbin/nginx)
 resolve_bin "$config" beacon
 beacon=$bin/beacon
 start_work beacon-loopback-wrk
 
-# nginx on a free port, one worker, answering 200 to everything.
-port=$((20000 + RANDOM % 40000))
-mkdir -p "$work/nginx"
-cat > "$work/nginx/nginx.conf" <<CONF
-daemon off;
-worker_processes 1;
-pid $work/nginx/nginx.pid;
-error_log $work/nginx/error.log;
-events { worker_connections 64; }
-http {
-    access_log off;
-    client_body_temp_path $work/nginx/body;
-    client_max_body_size 64m;
-    client_body_buffer_size 1m;
-    keepalive_requests 10000000;
-    keepalive_timeout 120s;
-    server { listen 127.0.0.1:$port; location / { return 200; } }
-}
-CONF
-"$nginx" -p "$work/nginx" -c "$work/nginx/nginx.conf" -e "$work/nginx/error.log" &
-pids+=($!)
-for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.05; done
-(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || { echo "$0: nginx did not start on port $port: $(tail -3 "$work/nginx/error.log")" >&2; exit 1; }
+start_nginx
+port=$nginx_port
 url="http://127.0.0.1:$port/events"
 
 # wrk: replays the bodies of FILE (one a line) in order, one request in flight, and says

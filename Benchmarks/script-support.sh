@@ -65,6 +65,40 @@ start_collect() {
   exit 1
 }
 
+# Starts nginx (one worker, answering `return 200` to everything, keep-alive, bodies up to 64 MiB)
+# on a free port of 127.0.0.1, its files in $work/nginx; sets `nginx_port` and adds its pid to
+# `pids`; exits 64 if nginx is not installed, 1 if it does not answer within 5 s. With LOG_FORMAT,
+# nginx writes one access-log line a request to $work/nginx/access.log in that format.
+#   start_nginx [LOG_FORMAT]
+start_nginx() {
+  local nginx access="access_log off;"
+  nginx=$(command -v nginx || { [ -x /usr/sbin/nginx ] && echo /usr/sbin/nginx; } || true)
+  [ -n "$nginx" ] || { echo "$0: nginx is not installed" >&2; exit 64; }
+  [ $# -eq 0 ] || access="log_format request '$1'; access_log $work/nginx/access.log request;"
+  nginx_port=$((20000 + RANDOM % 40000))
+  mkdir -p "$work/nginx"
+  cat > "$work/nginx/nginx.conf" <<CONF
+daemon off;
+worker_processes 1;
+pid $work/nginx/nginx.pid;
+error_log $work/nginx/error.log;
+events { worker_connections 64; }
+http {
+    $access
+    client_body_temp_path $work/nginx/body;
+    client_max_body_size 64m;
+    client_body_buffer_size 1m;
+    keepalive_requests 10000000;
+    keepalive_timeout 120s;
+    server { listen 127.0.0.1:$nginx_port; location / { return 200; } }
+}
+CONF
+  "$nginx" -p "$work/nginx" -c "$work/nginx/nginx.conf" -e "$work/nginx/error.log" &
+  pids+=($!)
+  for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/127.0.0.1/$nginx_port") 2>/dev/null && break; sleep 0.05; done
+  (exec 3<>"/dev/tcp/127.0.0.1/$nginx_port") 2>/dev/null || { echo "$0: nginx did not start on port $nginx_port: $(tail -3 "$work/nginx/error.log")" >&2; exit 1; }
+}
+
 # Reads the command line: --release (config=release), --bin DIR (bin=DIR), -h/--help (prints
 # USAGE), and --NAME VALUE for each NAME listed (sets the variable NAME); anything else is a
 # usage error (exit 64).

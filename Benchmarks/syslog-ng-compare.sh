@@ -48,36 +48,13 @@ fi
 rm -f "$check"
 command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || { echo "$0: nginx is not installed" >&2; exit 64; }
 [ -x /usr/bin/time ] || { echo "$0: /usr/bin/time is not installed (apt-get install time)" >&2; exit 64; }
-nginx=$(command -v nginx || echo /usr/sbin/nginx)
 resolve_bin "$config" beacon beacon-delay-proxy
 beacon=$bin/beacon
 start_work beacon-syslog-ng
 ticks=$(getconf CLK_TCK)
 
-# nginx on a free port, one worker, answering 200 to everything; one access-log line a request.
-nginx_port=$((20000 + RANDOM % 40000))
-mkdir -p "$work/nginx"
-cat > "$work/nginx/nginx.conf" <<CONF
-daemon off;
-worker_processes 1;
-pid $work/nginx/nginx.pid;
-error_log $work/nginx/error.log;
-events { worker_connections 64; }
-http {
-    log_format request '\$status';
-    access_log $work/nginx/access.log request;
-    client_body_temp_path $work/nginx/body;
-    client_max_body_size 64m;
-    client_body_buffer_size 1m;
-    keepalive_requests 10000000;
-    keepalive_timeout 120s;
-    server { listen 127.0.0.1:$nginx_port; location / { return 200; } }
-}
-CONF
-"$nginx" -p "$work/nginx" -c "$work/nginx/nginx.conf" -e "$work/nginx/error.log" &
-pids+=($!)
-for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/127.0.0.1/$nginx_port") 2>/dev/null && break; sleep 0.05; done
-(exec 3<>"/dev/tcp/127.0.0.1/$nginx_port") 2>/dev/null || { echo "$0: nginx did not start on port $nginx_port: $(tail -3 "$work/nginx/error.log")" >&2; exit 1; }
+# nginx, one access-log line a request.
+start_nginx '$status'
 requests_so_far() { wc -l < "$work/nginx/access.log"; }
 
 # One delay proxy per RTT above 0, in front of nginx: proxy_port[RTT].

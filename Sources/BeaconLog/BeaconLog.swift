@@ -250,9 +250,9 @@ public final class BeaconLog: Sendable {
             io.checkpointFile = nil
         }
         readerIO.withLock { io in
-            if let file = io.readFile { fs.close(file.file) }
+            if let file = io.readFile { closeSegment(file.file, io: &io) }
             io.readFile = nil
-            for kept in io.keptForSync { fs.close(kept.file) }
+            for kept in io.keptForSync { closeSegment(kept.file, io: &io) }
             io.keptForSync = []
             io.cache = nil
         }

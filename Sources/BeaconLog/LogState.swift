@@ -119,6 +119,12 @@ struct ReaderIO: Sendable {
     /// How far this `.read` instance has fsynced what it read: the next acknowledgement syncs only
     /// the segments from here to its position. Nil: nothing yet (the checkpoint is the start).
     var syncedThrough: LogPosition?
+    /// The descriptors an acknowledgement is fsyncing without the reader lock (see
+    /// `BeaconLog.syncRead`): a read that moves off one of them leaves closing it to the
+    /// acknowledgement (``closeAfterSync``), so the fsync never meets a closed descriptor.
+    var syncing: [LogFile] = []
+    /// Descriptors closed while an acknowledgement fsyncs them: it closes them when done.
+    var closeAfterSync: [LogFile] = []
     /// A segment listed in `State.segments` was gone when opened (another process deleted it):
     /// list the directory again before trusting that list to find the next segment.
     var segmentsStale = false

@@ -3,6 +3,7 @@ import BeaconLog
 import BeaconTestSupport
 import Foundation
 import Glibc
+import Synchronization
 import Testing
 import BeaconTestTraits
 
@@ -75,6 +76,12 @@ struct MetricsCommandTests {
             #expect((Self.value(#"beacon_answers_total{class="5xx"}"#, in: during.body) ?? 0) >= 1)
             #expect(Self.value("beacon_delivery_paused", in: during.body) == 1)
             #expect(during.contentType.hasPrefix("text/plain; version=0.0.4"))
+            // The disk use follows the other process's appends too (it was the figure of the
+            // sender's last listing of the directory).
+            let diskBefore = Self.value("beacon_disk_bytes", in: first.body) ?? 0
+            let diskDuring = Self.value("beacon_disk_bytes", in: during.body) ?? 0
+            #expect(diskDuring > diskBefore, "beacon_disk_bytes \(diskBefore) -> \(diskDuring) after 30 more events")
+            #expect(diskDuring >= (Self.value("beacon_pending_bytes", in: during.body) ?? .infinity))
             let openMetrics = try Self.scrape(port, accept: "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5")
             #expect(openMetrics.contentType.hasPrefix("application/openmetrics-text"))
             #expect(openMetrics.body.hasSuffix("# EOF\n"))
@@ -127,12 +134,17 @@ struct MetricsCommandTests {
     }
 
     /// A Prometheus server on 127.0.0.1 with a private configuration and storage scrapes the
-    /// endpoint; the query `beacon_pending_records` answers. Stopped (SIGTERM, then SIGKILL) before returning.
+    /// endpoint through a ``ScrapeRecorder``: it asks for OpenMetrics first, is served OpenMetrics
+    /// (the recorded `Content-Type`), parses it (`up == 1`) and the query `beacon_pending_records`
+    /// answers. promtool (2.42) checks the text format only, so this is the OpenMetrics parser.
+    /// Stopped (SIGTERM, then SIGKILL) before returning.
     static func prometheusScrapes(_ port: UInt16) throws {
         guard let prometheus = tool("prometheus") else {
             print("SKIPPED: the prometheus server is not installed (apt-get install prometheus): no real scrape was tested")
             return
         }
+        let recorder = try ScrapeRecorder(forwardingTo: port)
+        defer { recorder.stop() }
         // Its storage in memory (/dev/shm) when there is one: the TSDB's WAL writes and fsyncs
         // stalled the disk long enough for the suites running beside this one to miss their
         // real-time deadlines. One Go thread, at low priority, for the same reason.
@@ -147,7 +159,7 @@ struct MetricsCommandTests {
             scrape_configs:
               - job_name: beacon
                 static_configs:
-                  - targets: ['127.0.0.1:\(port)']
+                  - targets: ['127.0.0.1:\(recorder.port)']
             """
         try config.write(toFile: home + "/prometheus.yml", atomically: true, encoding: .utf8)
         let webPort = try freeLoopbackPort()
@@ -167,6 +179,21 @@ struct MetricsCommandTests {
         }
         print("Prometheus query beacon_pending_records: \(answer)")
         #expect(answered, "Prometheus never answered the query with a sample: \(answer) \(String(decoding: fileContents(atPath: log) ?? Data(), as: UTF8.self).suffix(2000))")
+        // The scrapes succeeded: Prometheus parsed what it was served (a parse error sets up to 0).
+        var up = ""
+        let upAnswered = eventually(within: 30) {
+            guard let body = try? httpGet(webPort, "/api/v1/query?query=up").body else { return false }
+            up = body
+            return body.contains(#""status":"success""#) && body.contains(#""1"]"#)
+        }
+        #expect(upAnswered, "up is not 1: \(up) \(String(decoding: fileContents(atPath: log) ?? Data(), as: UTF8.self).suffix(2000))")
+        let scrapes = recorder.scrapes
+        print("Prometheus scrapes through the recorder: \(scrapes.count); the last asked \(scrapes.last?.accept ?? "-") and was served \(scrapes.last?.contentType ?? "-")")
+        #expect(!scrapes.isEmpty)
+        for scrape in scrapes {
+            #expect(scrape.accept.hasPrefix("application/openmetrics-text"), "Prometheus asks for OpenMetrics first: \(scrape.accept)")
+            #expect(scrape.status == 200 && scrape.contentType.hasPrefix("application/openmetrics-text; version=1.0.0"), "served as OpenMetrics: \(scrape.status) \(scrape.contentType)")
+        }
     }
 
     static func tool(_ name: String) -> String? {
@@ -206,24 +233,8 @@ func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async 
 
 /// A blocking `GET path` to 127.0.0.1:`port` (Connection: close).
 func httpGet(_ port: UInt16, _ path: String, accept: String? = nil) throws -> (status: Int, headers: [String: String], body: String) {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { throw POSIXError(.EIO) }
-    defer { close(fd) }
-    var timeout = timeval(tv_sec: 10, tv_usec: 0)
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    var address = loopbackAddress(port)
-    let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-    guard connected == 0 else { throw POSIXError(.ECONNREFUSED) }
     let request = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n\(accept.map { "Accept: \($0)\r\n" } ?? "")Connection: close\r\n\r\n"
-    _ = request.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
-    var data = [UInt8]()
-    var buffer = [UInt8](repeating: 0, count: 65536)
-    while true {
-        let n = recv(fd, &buffer, buffer.count, 0)
-        if n < 0 && errno == EINTR { continue }
-        if n <= 0 { break }
-        data += buffer[0..<n]
-    }
+    let data = try loopbackExchange(port, Array(request.utf8))
     let text = String(decoding: data, as: UTF8.self)
     guard let split = text.range(of: "\r\n\r\n") else { throw POSIXError(.EPROTO) }
     let headLines = text[..<split.lowerBound].split(separator: "\r\n")
@@ -234,4 +245,109 @@ func httpGet(_ port: UInt16, _ path: String, accept: String? = nil) throws -> (s
         headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
     }
     return (status, headers, String(text[split.upperBound...]))
+}
+
+/// A forwarding HTTP/1.1 hop between a scraper and a metrics endpoint that records what each
+/// scrape asked for (`Accept`) and was served (status, `Content-Type`): the real Prometheus server
+/// says which format it parsed nowhere else. One connection per scrape (`Connection: close` both
+/// ways); stopped by ``stop()``.
+final class ScrapeRecorder: @unchecked Sendable {
+    struct Scrape: Sendable {
+        var accept: String
+        var status: Int
+        var contentType: String
+    }
+
+    let port: UInt16
+    private let upstream: UInt16
+    private let listener: Int32
+    private let recorded = Mutex<[Scrape]>([])
+    private let stopped = Mutex(false)
+
+    /// Listens on a free loopback port and forwards every request to 127.0.0.1:`upstream`.
+    init(forwardingTo upstream: UInt16) throws {
+        self.upstream = upstream
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw POSIXError(.EIO) }
+        var address = loopbackAddress(0)
+        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        guard bound == 0, listen(fd, 16) == 0 else { close(fd); throw POSIXError(.EADDRINUSE) }
+        var local = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &local) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        listener = fd
+        port = UInt16(bigEndian: local.sin_port)
+        Thread { [self] in
+            while !stopped.withLock({ $0 }) {
+                let client = accept(listener, nil, nil)
+                if client < 0 { if errno == EINTR { continue }; break }
+                Thread { [self] in serve(client) }.start()
+            }
+        }.start()
+    }
+
+    /// The scrapes forwarded so far.
+    var scrapes: [Scrape] { recorded.withLock { $0 } }
+
+    func stop() {
+        stopped.withLock { $0 = true }
+        shutdown(listener, Int32(SHUT_RDWR))
+        close(listener)
+    }
+
+    private func serve(_ client: Int32) {
+        defer { close(client) }
+        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        // The request head (a GET has no body).
+        var head = [UInt8]()
+        var byte = [UInt8](repeating: 0, count: 4096)
+        while !(head.count >= 4 && head.suffix(4).elementsEqual("\r\n\r\n".utf8)) {
+            let n = recv(client, &byte, 1, 0)
+            if n <= 0 { return }
+            head.append(byte[0])
+        }
+        var lines = String(decoding: head, as: UTF8.self).components(separatedBy: "\r\n").filter { !$0.isEmpty }
+        let accept = lines.first { $0.lowercased().hasPrefix("accept:") }.map { String($0.dropFirst(7)).trimmingCharacters(in: .whitespaces) } ?? ""
+        lines.removeAll { $0.lowercased().hasPrefix("connection:") }
+        lines.append("Connection: close")
+        guard let answer = try? loopbackExchange(upstream, Array((lines.joined(separator: "\r\n") + "\r\n\r\n").utf8)) else { return }
+        // Answered as received, but this hop closes the connection after it.
+        guard let split = answer.firstRange(of: Array("\r\n\r\n".utf8)) else { return }
+        var answerLines = String(decoding: answer[..<split.lowerBound], as: UTF8.self).components(separatedBy: "\r\n")
+        let status = answerLines.first.flatMap { Int($0.split(separator: " ").dropFirst().first ?? "") } ?? 0
+        let contentType = answerLines.first { $0.lowercased().hasPrefix("content-type:") }.map { String($0.dropFirst(13)).trimmingCharacters(in: .whitespaces) } ?? ""
+        recorded.withLock { $0.append(Scrape(accept: accept, status: status, contentType: contentType)) }
+        answerLines.removeAll { $0.lowercased().hasPrefix("connection:") }
+        answerLines.append("Connection: close")
+        let out = Array((answerLines.joined(separator: "\r\n") + "\r\n\r\n").utf8) + answer[split.upperBound...]
+        var sent = 0
+        while sent < out.count {
+            let n = out[sent...].withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n <= 0 { return }
+            sent += n
+        }
+    }
+}
+
+/// Sends `request` to 127.0.0.1:`port` and reads the answer until the server closes.
+func loopbackExchange(_ port: UInt16, _ request: [UInt8]) throws -> [UInt8] {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw POSIXError(.EIO) }
+    defer { close(fd) }
+    var timeout = timeval(tv_sec: 10, tv_usec: 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    var address = loopbackAddress(port)
+    let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+    guard connected == 0 else { throw POSIXError(.ECONNREFUSED) }
+    _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    var data = [UInt8]()
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let n = recv(fd, &buffer, buffer.count, 0)
+        if n < 0 && errno == EINTR { continue }
+        if n <= 0 { break }
+        data += buffer[0..<n]
+    }
+    return data
 }

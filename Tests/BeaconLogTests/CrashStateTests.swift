@@ -41,6 +41,18 @@ struct CrashStateTests {
     /// The workload's calls, each followed by the marker of what the API promised.
     struct Script: Sendable {
         let fs: FaultyFileSystem
+        /// The log directory: for a workload that opens a second instance (`access`) itself.
+        var directory = ""
+
+        /// Another instance on the workload's directory and file system, with `access`.
+        func open(_ access: BeaconLog.Access, durability: BeaconLog.Durability) throws -> BeaconLog {
+            var config = BeaconLog.Configuration(directory: directory)
+            config.durability = durability
+            config.segmentBytes = 4096
+            config.fileSystem = fs
+            config.access = access
+            return try BeaconLog(configuration: config)
+        }
 
         @discardableResult
         func append(_ log: BeaconLog, _ i: Int) throws -> UInt64 {
@@ -107,6 +119,21 @@ struct CrashStateTests {
             for _ in 0..<4 { try script.readAndAcknowledge(log, 12) }
             for i in 50..<55 { try script.append(log, i) }
             try script.close(log)
+        })
+        // A sidecar: a `.read` instance acknowledges what a `.write` instance appended without
+        // fsyncing; each acknowledgement fsyncs the segments it covers (without the reader lock)
+        // before the checkpoint moves, while the writer appends on.
+        all.append(Workload(name: "a separate reader acknowledging a writer's unsynced appends", durability: .none) { _, script in
+            let writer = try script.open(.write, durability: .none)
+            let reader = try script.open(.read, durability: .none)
+            for i in 0..<50 { try script.append(writer, i) }
+            try writer.commit(sync: false)
+            for _ in 0..<3 { try script.readAndAcknowledge(reader, 12) }
+            for i in 50..<60 { try script.append(writer, i) }
+            try writer.commit(sync: false)
+            for _ in 0..<2 { try script.readAndAcknowledge(reader, 9) }
+            try reader.close()
+            try script.close(writer)
         })
         all.append(Workload(name: "a quota drop", maxBytes: 2 * 4096, dropsOldest: true) { open, script in
             let log = try open()
@@ -189,7 +216,7 @@ struct CrashStateTests {
             for (seq, record) in prepared.enumerated() { fs.mark(.appended(seq: UInt64(seq), record: Array(record.utf8))) }
             if !prepared.isEmpty { fs.mark(.durable(through: UInt64(prepared.count - 1))) }
             let start = try CrashStates(root: root)
-            try workload.run({ try BeaconLog(configuration: config(directory, workload, fs: fs)) }, Script(fs: fs))
+            try workload.run({ try BeaconLog(configuration: config(directory, workload, fs: fs)) }, Script(fs: fs, directory: directory))
             fs.recording = false
             let model = start.after(fs.recorded)
             var problems: [String] = []

@@ -66,6 +66,84 @@ import FaultInjection
         }
     }
 
+    /// An acknowledgement's fsync of the segments read does not hold up reading: while it is held
+    /// (the file system blocks in it), the next batches are read, into `moves` more segments; past
+    /// `keptForSyncLimit` of them the reader lets go of the descriptor being fsynced, which is then
+    /// closed only after its fsync; the acknowledgement succeeds and reading goes on in order.
+    /// (Under the reader lock, the fsync made the read wait for the device flush, and on a loaded
+    /// machine for the acknowledging thread to be scheduled again: `beacon send` under load.)
+    @Test(arguments: [0, 1, BeaconLog.keptForSyncLimit + 2])
+    func readingGoesOnWhileAnAcknowledgementFsyncs(moves: Int) throws {
+        try withTemporaryDirectory { dir in
+            let count = 2000
+            try fillLog(fastConfig(dir, durability: .none), count: count, pad: 30)
+            let fs = FaultyFileSystem()
+            let reader = try BeaconLog(configuration: readerConfig(dir, fs))
+            let first = try reader.read(maxRecords: 10)
+            let holding = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
+            let armed = Atomic<Bool>(true)
+            fs.beforeCall = { operation, path in
+                guard operation == .sync, path.hasSuffix(".jsonl"), armed.exchange(false, ordering: .acquiringAndReleasing) else { return }
+                holding.signal()
+                _ = release.wait(timeout: .now() + 60)
+            }
+            fs.resetJournal()
+            let acknowledged = Mutex<Result<Void, any Error>?>(nil)
+            let acknowledgeDone = DispatchSemaphore(value: 0)
+            Thread {
+                let result = Result { try reader.acknowledge(through: first.end) }
+                acknowledged.withLock { $0 = result }
+                acknowledgeDone.signal()
+            }.start()
+            let held = holding.wait(timeout: .now() + 60) == .success
+            #expect(held, "the acknowledgement fsynced no segment")
+            // Read on while the fsync is held, until a batch ends `moves` segments further.
+            let read = Mutex<(seqs: [UInt64], end: LogPosition, error: (any Error)?)>(([], first.end, nil))
+            let readDone = DispatchSemaphore(value: 0)
+            Thread {
+                do {
+                    while true {
+                        let batch = try reader.read(from: read.withLock { $0.end }, maxRecords: 10)
+                        if batch.isEmpty { break }
+                        read.withLock { $0 = ($0.seqs + batch.seqs, batch.end, nil) }
+                        if batch.end.segment >= first.end.segment + UInt64(moves) { break }
+                    }
+                } catch {
+                    read.withLock { $0.error = error }
+                }
+                readDone.signal()
+            }.start()
+            let readWhileHeld = readDone.wait(timeout: .now() + (held ? 60 : 0)) == .success
+            release.signal()
+            #expect(readWhileHeld, "a read waited for the acknowledgement's fsync")
+            #expect(acknowledgeDone.wait(timeout: .now() + 60) == .success)
+            if !readWhileHeld { _ = readDone.wait(timeout: .now() + 60) }
+            try acknowledged.withLock { try $0?.get() }
+            try read.withLock { if let error = $0.error { throw error } }
+            #expect(read.withLock { !$0.seqs.isEmpty }, "nothing read while the fsync was held")
+            #expect(reader.checkpoint.seq == first.end.seq)
+            // The descriptor fsynced was closed after its fsync, never before.
+            let journal = fs.journal
+            if let synced = journal.firstIndex(where: { $0.operation == .sync && $0.path.hasSuffix(".jsonl") }) {
+                let path = journal[synced].path
+                #expect(!journal[..<synced].contains { $0.operation == .close && $0.path == path }, "\(journal)")
+            } else {
+                Issue.record("no segment fsynced: \(journal)")
+            }
+            // Reading and acknowledging the rest: every record once, in order.
+            var (seqs, end) = read.withLock { ($0.seqs, $0.end) }
+            while true {
+                let batch = try reader.read(from: end, maxRecords: 50)
+                if batch.isEmpty { break }
+                seqs += batch.seqs
+                end = batch.end
+                try reader.acknowledge(through: end)
+            }
+            #expect(first.seqs + seqs == Array(0..<UInt64(count)))
+            try reader.close()
+        }
+    }
+
     /// A reader that catches up with a writer appending in the same directory (on another thread,
     /// rolling 4 KiB segments) reads every record once, in order, and acknowledging them deletes
     /// every segment but the newest.

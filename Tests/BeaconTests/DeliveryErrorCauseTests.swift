@@ -27,7 +27,7 @@ struct DeliveryErrorCauseTests {
         var code: DeliveryError.Code
         var status: Int?
         var answer: String?
-        var causeKind: TransportError.Kind?
+        var causeKind: TransportError.Code?
         /// Whether a diagnostic reports it (a pause does; a retried failure does not).
         var reported: Bool
         var testDescription: String
@@ -51,7 +51,7 @@ struct DeliveryErrorCauseTests {
         #expect(error.answer == c.answer, "\(error)", sourceLocation: sourceLocation)
         if let kind = c.causeKind {
             let cause = error.cause as? TransportError
-            #expect(cause?.kind == kind, "cause: \(String(describing: error.cause))", sourceLocation: sourceLocation)
+            #expect(cause?.code == kind, "cause: \(String(describing: error.cause))", sourceLocation: sourceLocation)
             #expect(!(cause?.message ?? "").isEmpty && error.message.contains(cause?.message ?? "\u{0}"), "the message says what the transport said: \(error.message)", sourceLocation: sourceLocation)
         } else {
             #expect(error.cause == nil, "the collector answered: no cause, got \(String(describing: error.cause))", sourceLocation: sourceLocation)
@@ -231,14 +231,14 @@ struct DeliveryErrorCauseTests {
         let silent = try Uploader(log: log, configuration: config)
         guard case .failed(let timeout) = await silent.flush().outcome else { Issue.record("expected a timeout"); return }
         #expect(timeout.code == .transient && timeout.status == nil && timeout.answer == nil)
-        #expect((timeout.cause as? TransportError)?.kind == .timeout, "\(String(describing: timeout.cause))")
+        #expect((timeout.cause as? TransportError)?.code == .timeout, "\(String(describing: timeout.cause))")
         _ = await silent.shutdown(timeout: .zero)
 
         let closed = try freeLoopbackPort()
         let refusing = try Uploader(log: log, configuration: testDelivery(URL(string: "http://127.0.0.1:\(closed)/events")!))
         guard case .failed(let refused) = await refusing.flush().outcome else { Issue.record("expected a refused connection"); return }
         #expect(refused.code == .transient && refused.status == nil && refused.answer == nil)
-        #expect((refused.cause as? TransportError)?.kind == .network, "\(String(describing: refused.cause))")
+        #expect((refused.cause as? TransportError)?.code == .network, "\(String(describing: refused.cause))")
         _ = await refusing.shutdown(timeout: .zero)
     }
 

@@ -129,9 +129,12 @@ struct DeliveryIsolationTests {
         }
         #expect(collector.acceptedIDs == Array(0..<320))
         let report = await advancing(clock, before: .seconds(40)) { await beacon.shutdown(timeout: .seconds(40)) }
-        guard case .drained = report.outcome else { Issue.record("expected drained, got \(report)"); return }
+        // The clock advancing may end the loop's backoff before the shutdown reaches the uploader:
+        // the loop's own pass (on its thread, at once) then delivers some or all of the rest, which
+        // the shutdown does not report as its own (.noData when it found nothing left).
+        #expect(report.outcome.isComplete && report.remaining == 0, "\(report)")
         #expect(collector.acceptedIDs == Array(0..<500).filter { $0 != 321 }, "each event once, in order")
-        #expect(report.remaining == 0 && report.sent == 499 - 320, "\(report)")
+        #expect(report.sent <= 499 - 320, "\(report)")
         #expect(dir.rejectedLines.count == 1 && dir.rejectedLines[0].contains(#""_track_id":321"#))
     }
 

@@ -49,7 +49,7 @@ import Testing
             try Beacon.Configuration.fromEnvironment(environment)
         }
         #expect(error.variable == variable)
-        #expect(error.description.hasPrefix(variable + ": "))
+        #expect(error.description.hasPrefix("environment error (\(variable)): "))
         #expect(error.message.contains(says), "\(error)")
         #expect(!error.description.contains("s3cret"), "a header value reached the message: \(error)")
     }

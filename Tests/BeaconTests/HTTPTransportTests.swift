@@ -37,7 +37,7 @@ struct HTTPTransportTests {
                 await collector.waitForRequests(count: i + 1)
                 task.cancel()
                 let outcome = await task.result
-                guard case .failure(let error as TransportError) = outcome, error.kind == .cancelled else {
+                guard case .failure(let error as TransportError) = outcome, error.code == .cancelled else {
                     Issue.record("request \(i): expected a cancellation, got \(outcome)")
                     return
                 }
@@ -60,7 +60,7 @@ struct HTTPTransportTests {
             _ = try await transport.send(TransportRequest(url: collector.url, body: [], timeout: .milliseconds(300)))
             Issue.record("a collector that never answers got an answer")
         } catch let error as TransportError {
-            #expect(error.kind == .timeout, "\(error)")
+            #expect(error.code == .timeout, "\(error)")
         }
         let elapsed = began.duration(to: clock.now)
         #expect(elapsed >= .milliseconds(300), "\(elapsed): the deadline fired early")

@@ -65,6 +65,42 @@ struct MetricsSnapshotTests {
         }
     }
 
+    @Test("a reader beside a writer (beacon send --follow): the disk use follows the writer's appends and the quota's deletions, after every step")
+    func diskBytesFollowTheWriter() async throws {
+        let dir = DeliveryTempDir()
+        defer { dir.remove() }
+        // 4 KiB segments and a 16 KiB quota: the writer's quota deletes the oldest segments while
+        // the reader (which never reads here, the collector being down) only looks.
+        var writerConfig = BeaconLog.Configuration(directory: dir.path)
+        writerConfig.access = .write
+        writerConfig.durability = .none
+        writerConfig.segmentBytes = 4096
+        writerConfig.maxBytes = 16 << 10
+        let writer = try BeaconLog(configuration: writerConfig)
+        defer { try? writer.close() }
+        var readerConfig = BeaconLog.Configuration(directory: dir.path)
+        readerConfig.access = .read
+        readerConfig.segmentBytes = 4096
+        let reader = try BeaconLog(configuration: readerConfig)
+        defer { try? reader.close() }
+        let uploader = try Uploader(log: reader, configuration: testDelivery(batch: 6), transport: InMemoryTransport(), clock: ManualClock(), now: { Date() })
+        var appended = 0
+        for step in 0..<40 {
+            for _ in 0..<(step % 7 + 1) * 3 {
+                try writer.append(deliveryEvent(appended))
+                appended += 1
+            }
+            try writer.sync()
+            let m = await uploader.metrics
+            let onDisk = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0.hasSuffix(".jsonl") && $0 != "rejected.jsonl" }
+                .reduce(UInt64(0)) { $0 + ((try? FileManager.default.attributesOfItem(atPath: dir.path + "/" + $1)[.size] as? UInt64) ?? 0) }
+            #expect(m.diskBytes == writer.stats.diskBytes && m.diskBytes == onDisk,
+                    "after \(appended) records (step \(step)): the reader's beacon_disk_bytes \(m.diskBytes), the writer's \(writer.stats.diskBytes), the segments' sizes \(onDisk)")
+            #expect(m.diskBytes <= UInt64(writerConfig.maxBytes) + 4096)
+        }
+        #expect(writer.stats.dropped[.quotaDeleted, default: 0] > 0, "the quota deleted segments")
+    }
+
     @Test("a tracker's snapshot has the writer's commit latency; the exposition names follow Prometheus' conventions")
     func trackerSnapshotAndExposition() async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("beacon-metrics-\(UUID().uuidString)").path

@@ -175,7 +175,7 @@ struct ProxyTransportTests {
             _ = try await transport.send(request(URL(string: "https://collector.test:\(nothing)/e")!))
             Issue.record("expected a refusal")
         } catch let error as TransportError {
-            #expect(error.kind == .network && error.message.contains("proxy http://127.0.0.1:\(proxy.port) (from https_proxy) answered 502 to CONNECT collector.test:\(nothing)"), "\(error)")
+            #expect(error.code == .network && error.message.contains("proxy http://127.0.0.1:\(proxy.port) (from https_proxy) answered 502 to CONNECT collector.test:\(nothing)"), "\(error)")
         }
     }
 
@@ -209,7 +209,7 @@ struct ProxyTransportTests {
             _ = try await transport.send(request(server.url(.wrongHost)))
             Issue.record("expected a refused certificate")
         } catch let error as TransportError {
-            #expect(error.kind == .tls, "\(error)")
+            #expect(error.code == .tls, "\(error)")
         }
     }
 }

@@ -131,7 +131,7 @@ struct SocketTransportEdgeTests {
             _ = try await transport.send(request(URL(string: "http://collector.invalid:9/events")!, timeout: .milliseconds(300)))
             Issue.record("expected the lookup to time out")
         } catch let error as TransportError {
-            #expect(error.kind == .network && error.message.contains("collector.invalid") && error.message.contains("timeout"), "\(error)")
+            #expect(error.code == .network && error.message.contains("collector.invalid") && error.message.contains("timeout"), "\(error)")
         }
         // Without the deadline the lookup would wait for `release`, which only the test's end
         // signals: any bound well short of the suite's limit tells the two apart. 10 s was missed
@@ -175,7 +175,7 @@ struct SocketTransportEdgeTests {
             _ = try await allSilent.send(request(URL(string: "http://collector.example/events")!, timeout: .milliseconds(400)))
             Issue.record("expected a timeout")
         } catch let error as TransportError {
-            #expect(error.kind == .timeout, "\(error)")
+            #expect(error.code == .timeout, "\(error)")
         }
     }
 }

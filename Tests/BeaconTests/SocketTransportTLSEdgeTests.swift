@@ -115,7 +115,7 @@ struct SocketTransportTLSEdgeTests {
         let refusing = try OneShotTLSServer(certificate: cnOnly.0, key: cnOnly.1, answer: Self.okAnswer, ending: .closeNotify)
         let refusal = await SocketTransportTests().failure { try await transport.send(request(refusing.url)) }
         refusing.stop()
-        #expect(refusal?.kind == .tls, "\(String(describing: refusal))")
+        #expect(refusal?.code == .tls, "\(String(describing: refusal))")
         #expect(refusal?.message.contains("hostname mismatch") == true, "\(String(describing: refusal))")
 
         let san = try Self.certificate("san", subject: "/CN=localhost", extensions: "subjectAltName=DNS:localhost\nextendedKeyUsage=serverAuth")
@@ -139,7 +139,7 @@ struct SocketTransportTLSEdgeTests {
         let cut = try OneShotTLSServer(certificate: good.0, key: good.1, answer: answer, ending: .tcpCloseOnly)
         defer { cut.stop() }
         let failure = await SocketTransportTests().failure { try await SocketTransport(tls: TLSConfiguration(caFile: pki.caFile)).send(request(cut.url)) }
-        #expect(failure?.kind == .network, "\(String(describing: failure))")
+        #expect(failure?.code == .network, "\(String(describing: failure))")
         #expect(failure?.message.contains("close_notify") == true, "\(String(describing: failure))")
     }
 

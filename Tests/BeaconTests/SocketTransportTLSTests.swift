@@ -47,7 +47,7 @@ struct SocketTransportTLSTests {
         ]
         for (transport, url, check) in cases {
             let error = await refusal(transport, url)
-            #expect(error?.kind == .tls, "\(url): \(String(describing: error))")
+            #expect(error?.code == .tls, "\(url): \(String(describing: error))")
             #expect(error?.message.contains(check) == true, "\(url): \(String(describing: error))")
             #expect(error?.message.contains("\(url.host!):\(url.port!)") == true, "the host is named: \(String(describing: error))")
         }
@@ -59,11 +59,11 @@ struct SocketTransportTLSTests {
         defer { server.stop() }
         let transport = try SocketTransport(tls: TLSConfiguration(caFile: server.pki.caFile))
         let old = await refusal(transport, server.url(.tls10))
-        #expect(old?.kind == .tls, "\(String(describing: old))")
+        #expect(old?.code == .tls, "\(String(describing: old))")
         #expect(old?.message.contains("TLS 1.2 or later") == true, "\(String(describing: old))")
         let plain = try #require(URL(string: "https://localhost:\(server.ports[.plain]!)/events"))
         let notTLS = await refusal(transport, plain)
-        #expect(notTLS?.kind == .tls, "\(String(describing: notTLS))")
+        #expect(notTLS?.code == .tls, "\(String(describing: notTLS))")
         #expect(notTLS?.message.contains("does the port speak TLS") == true, "\(String(describing: notTLS))")
     }
 
@@ -205,7 +205,7 @@ struct TLSSettingsTests {
                 _ = try SocketTransport(tls: configuration)
                 Issue.record("\(configuration) was accepted")
             } catch {
-                #expect(error.kind == .tls)
+                #expect(error.code == .tls)
                 #expect(error.message.contains(expected), "\(error)")
             }
         }

@@ -160,7 +160,7 @@ struct SocketTransportTests {
         let began = clock.now
         let error = await failure { try await transport.send(request(server.url, timeout: .milliseconds(700))) }
         #expect(began.duration(to: clock.now) >= .milliseconds(700))
-        #expect(error?.kind == .timeout)
+        #expect(error?.code == .timeout)
         #expect(await eventually(30) { closedAt.withLock { $0 } != nil })
         let elapsed = closedAt.withLock { $0 }.map { began.duration(to: $0) }
         #expect(elapsed.map { $0 >= .milliseconds(700) && $0 < .milliseconds(1200) } == true, "\(String(describing: elapsed))")
@@ -176,7 +176,7 @@ struct SocketTransportTests {
         defer { close(fd) }
         let url = URL(string: "http://127.0.0.1:\(port)/e?password=s3cret")!
         let error = await failure { try await SocketTransport().send(request(url)) }
-        #expect(error?.kind == .network)
+        #expect(error?.code == .network)
         #expect(error?.message.contains("http://127.0.0.1:\(port)/e?password=***") == true, "\(String(describing: error))")
         #expect(error?.message.contains("refused") == true, "\(String(describing: error))")
         #expect(error?.message.contains("s3cret") == false)
@@ -185,7 +185,7 @@ struct SocketTransportTests {
     @Test("schemes other than http and https are refused with what to use instead")
     func otherSchemesRefused() async throws {
         let error = await failure { try await SocketTransport().send(request(URL(string: "ftp://u:pw@example.com/e?k=v")!)) }
-        #expect(error?.kind == .network)
+        #expect(error?.code == .network)
         #expect(error?.message.contains("needs an http:// or https:// URL") == true)
         #expect(error?.message.contains("pw") == false)
     }
@@ -244,7 +244,7 @@ struct SocketTransportTests {
         }
         defer { server.stop() }
         let error = await failure { try await SocketTransport().send(request(server.url)) }
-        #expect(error?.kind == .network)
+        #expect(error?.code == .network)
         #expect(error?.message.contains("before any answer") == true, "\(String(describing: error))")
         #expect(server.requests == 1)
     }
@@ -275,7 +275,7 @@ struct SocketTransportTests {
         defer { server.stop() }
         let body = [UInt8](repeating: 0x61, count: 16 << 20)
         let error = await failure { try await SocketTransport().send(TransportRequest(url: server.url, body: body, timeout: .seconds(20))) }
-        #expect(error?.kind == .network, "\(String(describing: error))")
+        #expect(error?.code == .network, "\(String(describing: error))")
         // Usually "lost (Connection reset by peer) before any answer"; what the kernel reports
         // first (the reset, the closed pipe) depends on timing, the URL in it does not.
         #expect(error?.message.contains(server.url.host ?? "?") == true, "\(String(describing: error))")
@@ -295,7 +295,7 @@ struct SocketTransportTests {
         let error = await failure { try await SocketTransport().send(TransportRequest(url: server.url, body: body, timeout: .milliseconds(600))) }
         done.signal()
         let elapsed = began.duration(to: clock.now)
-        #expect(error?.kind == .timeout, "\(String(describing: error))")
+        #expect(error?.code == .timeout, "\(String(describing: error))")
         // Not sooner than the deadline; how precisely it fires is checked by `neverAnswers`, on the
         // server's own thread (this task may resume late when other tests keep the pool busy).
         #expect(elapsed >= .milliseconds(600), "\(elapsed)")
@@ -355,7 +355,7 @@ struct SocketTransportTests {
         let cancelledAt = clock.now
         task.cancel()
         let outcome = await task.result
-        guard case .failure(let error as TransportError) = outcome, error.kind == .cancelled else {
+        guard case .failure(let error as TransportError) = outcome, error.code == .cancelled else {
             Issue.record("expected a cancellation, got \(outcome)")
             return
         }
@@ -379,7 +379,7 @@ struct SocketTransportTests {
             return try await transport.send(request(collector.url))
         }
         let outcome = await task.result
-        guard case .failure(let error as TransportError) = outcome, error.kind == .cancelled else {
+        guard case .failure(let error as TransportError) = outcome, error.code == .cancelled else {
             Issue.record("expected a cancellation, got \(outcome)")
             return
         }

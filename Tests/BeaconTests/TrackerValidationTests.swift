@@ -6,11 +6,11 @@ struct ValidationCase: Sendable, CustomStringConvertible {
     var event: String
     var properties: [String: PropertyValue]
     var distinctId: String?
-    var rule: BeaconValidationError.Rule?
+    var rule: BeaconValidationError.Code?
     var key: String?
     var description: String { "\(event) \(properties.keys.sorted()) → \(rule?.name ?? "valid")" }
 
-    init(_ event: String, _ properties: [String: PropertyValue] = [:], distinctId: String? = nil, rule: BeaconValidationError.Rule?, key: String? = nil) {
+    init(_ event: String, _ properties: [String: PropertyValue] = [:], distinctId: String? = nil, rule: BeaconValidationError.Code?, key: String? = nil) {
         self.event = event
         self.properties = properties
         self.distinctId = distinctId
@@ -75,7 +75,7 @@ let validationCases: [ValidationCase] = [
                 let error = #expect(throws: BeaconValidationError.self) {
                     try beacon.validate(c.event, properties: c.properties, distinctId: c.distinctId)
                 }
-                #expect(error?.rule == rule)
+                #expect(error?.code == rule)
                 #expect(error?.key == c.key)
                 #expect(error?.event == c.event)
             } else {
@@ -91,7 +91,7 @@ let validationCases: [ValidationCase] = [
                 #expect(stats.tracked == 0)
                 let diagnostic = try #require(diagnostics.all.first)
                 #expect(diagnostic.kind == .invalidInput)
-                #expect(diagnostic.validation?.rule == rule)
+                #expect(diagnostic.validation?.code == rule)
                 #expect(diagnostic.message.contains(rule.name))
                 #expect(diagnostic.message.contains("\"\(c.event)\""))
                 if let key = c.key { #expect(diagnostic.message.contains("\"\(key)\"")) }

@@ -1,7 +1,8 @@
-# Sourced by test.sh and wrk-compare.sh (after BEACON is set): a work directory removed at exit
-# with the processes they started (the collector, the example as EXAMPLE_PID), and
-# `start_collector OUT`, which starts `beacon collect` on a free loopback port writing to OUT and
-# sets COLLECTOR_URL.
+# Sourced by test.sh, state-changes.sh and wrk-compare.sh (after BEACON is set): a work directory
+# removed at exit with the processes they started (the collector, the example as EXAMPLE_PID),
+# `start_collector OUT [PORT]`, which starts `beacon collect` on PORT (default: a free loopback
+# port) writing to OUT and sets COLLECTOR_URL, and `free_port`, which prints a port nothing
+# listens on.
 WORK="$(mktemp -d)"
 COLLECTOR_PID=""; EXAMPLE_PID=""
 cleanup() {
@@ -12,9 +13,19 @@ cleanup() {
 trap cleanup EXIT
 
 start_collector() {
-  "$BEACON" collect --port 0 --out "$1" 2>"$WORK/collector.log" &
+  : > "$WORK/collector.log"
+  "$BEACON" collect --port "${2:-0}" --out "$1" 2>"$WORK/collector.log" &
   COLLECTOR_PID=$!
   for _ in $(seq 100); do grep -q "listening on" "$WORK/collector.log" 2>/dev/null && break; sleep 0.1; done
   COLLECTOR_URL="$(grep -o 'http://127.0.0.1:[0-9]*[^ ]*' "$WORK/collector.log" | head -1)"
   [ -n "$COLLECTOR_URL" ] || { echo "FAILED: the collector did not start: $(cat "$WORK/collector.log")"; exit 1; }
+}
+
+free_port() {
+  local port
+  for _ in $(seq 50); do
+    port=$((20000 + RANDOM % 40000))
+    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || { echo "$port"; return; }
+  done
+  return 1
 }

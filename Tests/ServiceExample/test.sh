@@ -38,14 +38,6 @@ check() {  # check NAME CONDITION-STATUS DETAIL
 
 start_collector "$WORK/collected.jsonl"
 
-free_port() {
-  local port
-  for _ in $(seq 50); do
-    port=$((20000 + RANDOM % 40000))
-    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || { echo "$port"; return; }
-  done
-  return 1
-}
 PORT="$(free_port)"
 PORT="$PORT" BEACON_DIRECTORY="$WORK/beacon" BEACON_URL="$COLLECTOR_URL" "$EXAMPLE" >"$WORK/example.log" 2>&1 &
 EXAMPLE_PID=$!

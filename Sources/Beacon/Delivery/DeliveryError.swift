@@ -63,5 +63,5 @@ public struct DeliveryError: Error, Sendable, CustomStringConvertible {
         self.cause = cause
     }
 
-    public var description: String { "delivery \(code): \(message)" }
+    public var description: String { "delivery error (\(code)): \(message)" }
 }

@@ -15,7 +15,7 @@ extension Beacon.Configuration {
             self.message = message
         }
 
-        public var description: String { "\(variable): \(message)" }
+        public var description: String { "environment error (\(variable)): \(message)" }
     }
 
     /// A configuration from environment variables, for services configured by their deployment

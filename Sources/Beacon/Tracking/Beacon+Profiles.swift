@@ -15,7 +15,7 @@ extension Beacon {
             switch value {
             case .int, .double: continue
             default:
-                refuse(BeaconValidationError(event: "profile_increment", key: key, rule: .notANumber,
+                refuse(BeaconValidationError(event: "profile_increment", key: key, code: .notANumber,
                                              message: "profileIncrement takes numbers, not \(value); send an int or a double"))
                 return
             }

@@ -63,7 +63,7 @@ public final class Beacon: Sendable {
     }
 
     struct Counters: Sendable {
-        var invalidByRule: [BeaconValidationError.Rule: UInt64] = [:]
+        var invalidByRule: [BeaconValidationError.Code: UInt64] = [:]
         var dropped: [DropReason: UInt64] = [:]
         var lastError: String?
     }
@@ -229,7 +229,7 @@ public final class Beacon: Sendable {
         return try ByteWriter.withWriter { out in
             try RecordEncoder.encode(input, trackId: trackId, timeMilliseconds: time, snapshot: snapshot, into: &out)
             if out.count > configuration.storage.maxRecordBytes {
-                throw BeaconValidationError(event: RecordEncoder.subject(input), key: nil, rule: .recordTooLarge,
+                throw BeaconValidationError(event: RecordEncoder.subject(input), key: nil, code: .recordTooLarge,
                                             message: "the record is \(out.count) bytes, more than storage.maxRecordBytes (\(configuration.storage.maxRecordBytes)); send fewer or shorter properties")
             }
             return out.makeArray()
@@ -257,7 +257,7 @@ public final class Beacon: Sendable {
             refuse(error)
             return nil
         } catch {
-            refuse(BeaconValidationError(event: RecordEncoder.subject(input), key: nil, rule: .identifier, message: "\(error)"))
+            refuse(BeaconValidationError(event: RecordEncoder.subject(input), key: nil, code: .identifier, message: "\(error)"))
             return nil
         }
         trackedCount.add(1, ordering: .relaxed)
@@ -273,9 +273,9 @@ public final class Beacon: Sendable {
     }
 
     func refuse(_ error: BeaconValidationError) {
-        counters.withLock { $0.invalidByRule[error.rule, default: 0] += 1 }
+        counters.withLock { $0.invalidByRule[error.code, default: 0] += 1 }
         configuration.diagnostics(BeaconDiagnostic(kind: .invalidInput, validation: error, message: error.description,
-                                                   subject: "\(error.rule.name) \(error.event) \(error.key ?? "")"))
+                                                   subject: "\(error.code.name) \(error.event) \(error.key ?? "")"))
     }
 
     // MARK: Stats

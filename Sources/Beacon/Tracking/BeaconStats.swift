@@ -7,7 +7,7 @@ public struct BeaconStats: Sendable, Equatable {
     /// Inputs refused by a validation rule.
     public var invalid: UInt64 = 0
     /// Refused inputs by rule.
-    public var invalidByRule: [BeaconValidationError.Rule: UInt64] = [:]
+    public var invalidByRule: [BeaconValidationError.Code: UInt64] = [:]
     /// Accepted records that will never be delivered, by reason: those that never reached the
     /// log (`.backpressure`, `.backpressureTimeout`, `.closed`, and the log's refusals:
     /// `.quotaExceeded`, `.diskFull`, `.logFailed`, `.logError`), and

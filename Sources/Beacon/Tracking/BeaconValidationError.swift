@@ -3,11 +3,11 @@
 /// `track` never throws: it reports this through the diagnostics handler and counts it in
 /// ``BeaconStats/invalid``. ``Beacon/validate(_:properties:distinctId:)-(_,[String:PropertyValue],_)`` throws it, for tests.
 public struct BeaconValidationError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// A validation rule: the key of ``BeaconStats/invalidByRule``.
+    /// The validation rule broken (the error's code): the key of ``BeaconStats/invalidByRule``.
     ///
     /// Compare with the static rules; the set may grow in a later version, so keep a default case.
     /// Only the library makes rules.
-    public struct Rule: Hashable, Sendable, CustomStringConvertible {
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Kind: String, CaseIterable, Sendable {
             case identifier, reservedName, reservedPrefix, stringTooLong, nonFiniteNumber
             case dateOutOfRange, invalidIdentity, notANumber, recordTooLarge
@@ -18,25 +18,25 @@ public struct BeaconValidationError: Error, Sendable, Equatable, CustomStringCon
 
         /// Event names and property keys: ASCII letters, digits, `_` and `$`, not starting with a
         /// digit, 1 to 100 characters.
-        public static let identifier = Rule(.identifier)
+        public static let identifier = Code(.identifier)
         /// The name is one of the record's own fields or otherwise reserved (`time`, `event`,
         /// `distinct_id`, `properties`, …).
-        public static let reservedName = Rule(.reservedName)
+        public static let reservedName = Code(.reservedName)
         /// `$` starts the names of Beacon's own presets and events; only a preset key
         /// (`$app_version`, `$os`, …) may be set, to override it.
-        public static let reservedPrefix = Rule(.reservedPrefix)
+        public static let reservedPrefix = Code(.reservedPrefix)
         /// A string (or a string in an array) is longer than 8 KiB of UTF-8.
-        public static let stringTooLong = Rule(.stringTooLong)
+        public static let stringTooLong = Code(.stringTooLong)
         /// A double is NaN or infinite, which JSON cannot carry.
-        public static let nonFiniteNumber = Rule(.nonFiniteNumber)
+        public static let nonFiniteNumber = Code(.nonFiniteNumber)
         /// A date outside the years 1 to 9999.
-        public static let dateOutOfRange = Rule(.dateOutOfRange)
+        public static let dateOutOfRange = Code(.dateOutOfRange)
         /// A distinct id, anonymous id or login id is empty or longer than 255 bytes.
-        public static let invalidIdentity = Rule(.invalidIdentity)
+        public static let invalidIdentity = Code(.invalidIdentity)
         /// `profileIncrement` takes only numbers.
-        public static let notANumber = Rule(.notANumber)
+        public static let notANumber = Code(.notANumber)
         /// The encoded record is larger than the log's `maxRecordBytes`.
-        public static let recordTooLarge = Rule(.recordTooLarge)
+        public static let recordTooLarge = Code(.recordTooLarge)
 
         /// A stable identifier without spaces, for metric labels and JSON: `"stringTooLong"`.
         public var name: String { kind.rawValue }
@@ -44,7 +44,7 @@ public struct BeaconValidationError: Error, Sendable, Equatable, CustomStringCon
         public var description: String { name }
 
         /// Every rule this version knows, for tests.
-        package static var allCases: [Rule] { Kind.allCases.map(Rule.init) }
+        package static var allCases: [Code] { Kind.allCases.map(Code.init) }
     }
 
     /// The event (or profile operation such as `profile_set`) whose input was refused.
@@ -52,21 +52,21 @@ public struct BeaconValidationError: Error, Sendable, Equatable, CustomStringCon
     /// The property key concerned, if the problem is in one property.
     public var key: String?
     /// The rule that was broken.
-    public var rule: Rule
+    public var code: Code
     /// A sentence for people: what is wrong and what to do.
     public var message: String
 
-    /// The error for `event` (and `key`, when a property is at fault), broken `rule` and `message`.
-    public init(event: String, key: String?, rule: Rule, message: String) {
+    /// The error for `event` (and `key`, when a property is at fault), the broken rule's `code` and `message`.
+    public init(event: String, key: String?, code: Code, message: String) {
         self.event = event
         self.key = key
-        self.rule = rule
+        self.code = code
         self.message = message
     }
 
     public var description: String {
-        var text = "invalid input for event \"\(event)\""
+        var text = "validation error (\(code)): event \"\(event)\""
         if let key { text += ", property \"\(key)\"" }
-        return text + " (rule \(rule.name)): \(message)"
+        return text + ": \(message)"
     }
 }

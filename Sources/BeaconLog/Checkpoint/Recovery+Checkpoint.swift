@@ -1,3 +1,4 @@
+import Glibc
 /// Choosing the checkpoint on open: both slots read, damaged ones noted, the newest usable one
 /// checked against the segments.
 extension Recovery {
@@ -70,6 +71,21 @@ extension Recovery {
                     "the checkpoint names segment \(position.segment), which does not exist; delivering again from the oldest segment \(oldest.number) (at-least-once)")
         }
         let path = directory.file(SegmentName.fileName(position.segment))
+        do {
+            return try resolve(position, in: path, oldest: oldest, fs: fs)
+        } catch let error as BeaconLogError where error.errno == ENOENT {
+            // Listed, then deleted before it was opened: a writer's quota in another process (a
+            // reader opening beside `beacon append`) took it. Its records are gone like those of
+            // a segment older than the oldest: resume at the next segment with the checkpoint's
+            // seq, where the reader finds the gap and settles it as the quota's.
+            guard let next = segments.first(where: { $0.number > position.segment }) else { return (position, nil) }
+            return (LogPosition(segment: next.number, offset: 0, seq: position.seq),
+                    "segment \(position.segment), where the checkpoint is, was deleted while the log was opened (another process's quota); resuming at segment \(next.number)")
+        }
+    }
+
+    /// ``resolve(_:segments:directory:fs:)`` within the checkpoint's own segment, at `path`.
+    private static func resolve(_ position: LogPosition, in path: LogPath, oldest: SegmentInfo, fs: any FileSystem) throws -> (LogPosition, String?) {
         if try recordStarts(at: position, path: path, fs: fs) {
             return (position, nil)
         }

@@ -34,23 +34,22 @@ extension BeaconLog {
         }
         for segment in segments where segment.number >= start.segment {
             let offset = segment.number == start.segment ? start.offset : 0
-            let path = path(ofSegment: segment.number).path
-            guard let found = Self.firstRecord(inFile: path, at: offset, notBefore: start.seq) else {
+            // Through the log's file system: relative to the directory, never through a link.
+            guard let file = try? fs.open(path(ofSegment: segment.number), .read) else { continue }
+            defer { fs.close(file) }
+            guard let found = Self.firstRecord(in: file.descriptor, at: offset, notBefore: start.seq) else {
                 // The checkpoint's segment holds nothing more: the oldest pending record starts the next.
                 continue
             }
-            let born = beacon_birth_time_millis(path)
+            let born = beacon_birth_time_millis(file.descriptor)
             return PendingHead(seq: found.seq, event: found.event, segmentCreatedMillis: born >= 0 ? born : nil)
         }
         return nil
     }
 
-    /// The first complete, valid record in the file at `path` from byte `offset` (corrupt lines and
+    /// The first complete, valid record in the open file `fd` from byte `offset` (corrupt lines and
     /// records before `seq` passed over), within ``longPeekBytes``; its event is cut to what was read.
-    static func firstRecord(inFile path: String, at offset: UInt64, notBefore seq: UInt64) -> (seq: UInt64, event: ArraySlice<UInt8>)? {
-        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { Glibc.close(fd) }
+    static func firstRecord(in fd: Int32, at offset: UInt64, notBefore seq: UInt64) -> (seq: UInt64, event: ArraySlice<UInt8>)? {
         for size in [peekBytes, longPeekBytes] {
             var buffer = [UInt8](repeating: 0, count: size)
             var count = 0
@@ -81,30 +80,30 @@ extension BeaconLog {
     /// not write (`beacon send` beside a writer in another process), whose ``stats`` know only
     /// what it has read: the directory listed, each segment's size looked up, and the newest
     /// segment's last record found by a binary search over its preallocated zeros and one read of
-    /// its tail (a few `pread`s, whatever the backlog). Nil for a writing instance (its
-    /// ``stats`` are current) or when the newest record cannot be found.
-    package func pendingOnDisk() -> (records: UInt64, bytes: UInt64)? {
+    /// its tail (a few `pread`s, whatever the backlog), and the bytes of all its segments (what
+    /// the quota counts, ``LogStats/diskBytes``). Nil for a writing instance (its ``stats`` are
+    /// current) or when the newest record cannot be found.
+    package func pendingOnDisk() -> (records: UInt64, bytes: UInt64, diskBytes: UInt64)? {
         guard !canWrite, let names = try? fs.list(directory) else { return nil }
         let numbers = names.compactMap(SegmentName.parse).sorted()
         let checkpoint = state.withLock { $0.checkpoint }
-        guard let newest = numbers.last else { return nil }
-        let newestPath = path(ofSegment: newest).path
-        guard let end = Self.dataEnd(ofFile: newestPath), let last = Self.lastRecordSeq(inFile: newestPath, before: end) else { return nil }
-        var bytes: UInt64 = 0
-        for number in numbers where number >= checkpoint.segment {
+        guard let newest = numbers.last, let file = try? fs.open(path(ofSegment: newest), .read) else { return nil }
+        defer { fs.close(file) }
+        guard let end = Self.dataEnd(of: file.descriptor), let last = Self.lastRecordSeq(in: file.descriptor, before: end) else { return nil }
+        var bytes: UInt64 = 0, diskBytes: UInt64 = 0
+        for number in numbers {
             let size = number == newest ? end : ((try? fs.fileSize(path(ofSegment: number))) ?? 0) ?? 0
+            diskBytes += size
+            guard number >= checkpoint.segment else { continue }
             bytes += number == checkpoint.segment ? size - min(size, checkpoint.offset) : size
         }
         let records = last + 1 > checkpoint.seq ? last + 1 - checkpoint.seq : 0
-        return (records, bytes)
+        return (records, bytes, diskBytes)
     }
 
-    /// Where the records of the file at `path` end: its size, less the zeros a preallocation left
+    /// Where the records of the open file `fd` end: its size, less the zeros a preallocation left
     /// after them (found by a binary search over 4 KiB pages: a page holding a record is never all zeros).
-    static func dataEnd(ofFile path: String) -> UInt64? {
-        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { Glibc.close(fd) }
+    static func dataEnd(of fd: Int32) -> UInt64? {
         var st = stat()
         guard fstat(fd, &st) == 0 else { return nil }
         let size = UInt64(st.st_size), page: UInt64 = 4096
@@ -126,12 +125,9 @@ extension BeaconLog {
         return (low - 1) * page + UInt64(lastByte) + 1
     }
 
-    /// The seq of the last valid record ending at or before `end` in the file at `path`.
-    static func lastRecordSeq(inFile path: String, before end: UInt64) -> UInt64? {
+    /// The seq of the last valid record ending at or before `end` in the open file `fd`.
+    static func lastRecordSeq(in fd: Int32, before end: UInt64) -> UInt64? {
         guard end > 0 else { return nil }
-        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { Glibc.close(fd) }
         let count = Int(min(end, UInt64(longPeekBytes)))
         var buffer = [UInt8](repeating: 0, count: count)
         let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress!, count, off_t(end) - off_t(count)) }

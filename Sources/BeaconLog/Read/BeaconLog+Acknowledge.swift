@@ -45,8 +45,8 @@ extension BeaconLog {
                 takeBackDelivered(through: position)
                 behind = position > state.withLock { $0.checkpoint }
             } else {
-                behind = try readerIO.withLock { io in
-                    try syncRead(through: position, acknowledged: current, io: &io)
+                try syncRead(through: position, acknowledged: current)
+                behind = readerIO.withLock { _ in
                     takeBackDelivered(through: position)
                     return position > state.withLock({ $0.checkpoint })
                 }
@@ -128,31 +128,50 @@ extension BeaconLog {
     /// fsyncing (durability `.none`), so the reader fsyncs (which works on a read-only descriptor)
     /// each segment holding records read since its last fsync, through `position`: usually the one
     /// it reads, through the descriptor it reads with.
-    func syncRead(through position: LogPosition, acknowledged: LogPosition, io: inout ReaderIO) throws {
-        let from = max(io.syncedThrough ?? acknowledged, acknowledged)
-        guard from < position else { return }
-        let listed = state.withLock { s in s.segments.map(\.number) }
-        let open = [io.readFile].compactMap { $0 } + io.keptForSync
-        let numbers = Set(listed + open.map(\.segment)).filter { (from.segment...position.segment).contains($0) }
-        for number in numbers.sorted() {
-            if let file = open.first(where: { $0.segment == number })?.file {
-                try fs.sync(file)
-                continue
-            }
-            // Not kept open (reading left more segments than are kept): open it again.
-            let file: LogFile
-            do {
-                file = try fs.open(path(ofSegment: number), .read)
-            } catch let error as BeaconLogError where error.errno == ENOENT {
-                continue  // a quota drop deleted it: nothing there to make durable
-            }
-            defer { fs.close(file) }
-            try fs.sync(file)
+    ///
+    /// The fsyncs run without the reader lock, which is taken only to pick the descriptors and,
+    /// afterwards, to record what is durable: held through a device flush, it made the uploader's
+    /// next read wait for the flush and then for this thread to be scheduled again, which on a
+    /// loaded machine took milliseconds per acknowledgement (`beacon send` under load). A read
+    /// that moves off a segment meanwhile leaves its descriptor open until the fsync is done
+    /// (``closeSegment(_:io:)``). Acknowledgements run one at a time (the checkpoint writer's lock).
+    func syncRead(through position: LogPosition, acknowledged: LogPosition) throws {
+        let picked = readerIO.withLock { io -> (open: [LogFile], reopen: [UInt64])? in
+            let from = max(io.syncedThrough ?? acknowledged, acknowledged)
+            guard from < position else { return nil }
+            let listed = state.withLock { s in s.segments.map(\.number) }
+            let open = [io.readFile].compactMap { $0 } + io.keptForSync
+            let numbers = Set(listed + open.map(\.segment)).filter { (from.segment...position.segment).contains($0) }.sorted()
+            let files = numbers.compactMap { number in open.first { $0.segment == number }?.file }
+            io.syncing = files
+            // Not kept open (reading left more segments than are kept): opened again below.
+            return (files, numbers.filter { number in !open.contains { $0.segment == number } })
         }
-        io.syncedThrough = position
-        // Everything read from the segments before the position's is durable now.
-        for kept in io.keptForSync where kept.segment < position.segment { fs.close(kept.file) }
-        io.keptForSync.removeAll { $0.segment < position.segment }
+        guard let picked else { return }
+        let synced = Result {
+            for file in picked.open { try fs.sync(file) }
+            for number in picked.reopen {
+                let file: LogFile
+                do {
+                    file = try fs.open(path(ofSegment: number), .read)
+                } catch let error as BeaconLogError where error.errno == ENOENT {
+                    continue  // a quota drop deleted it: nothing there to make durable
+                }
+                defer { fs.close(file) }
+                try fs.sync(file)
+            }
+        }
+        readerIO.withLock { io in
+            io.syncing = []
+            for file in io.closeAfterSync { fs.close(file) }
+            io.closeAfterSync = []
+            guard case .success = synced else { return }
+            io.syncedThrough = position
+            // Everything read from the segments before the position's is durable now.
+            for kept in io.keptForSync where kept.segment < position.segment { fs.close(kept.file) }
+            io.keptForSync.removeAll { $0.segment < position.segment }
+        }
+        try synced.get()
     }
 
     /// The segments the checkpoint has passed, never the newest one, going by `State.segments`.

@@ -344,20 +344,30 @@ extension BeaconLog {
     func leave(_ segment: SegmentFile, io: inout ReaderIO) {
         let mayNeedSync = !canWrite && canAcknowledge && segment.segment >= (io.syncedThrough ?? state.withLock { $0.checkpoint }).segment
         guard mayNeedSync else {
-            fs.close(segment.file)
+            closeSegment(segment.file, io: &io)
             return
         }
         io.keptForSync.append(segment)
-        if io.keptForSync.count > Self.keptForSyncLimit { fs.close(io.keptForSync.removeFirst().file) }
+        if io.keptForSync.count > Self.keptForSyncLimit { closeSegment(io.keptForSync.removeFirst().file, io: &io) }
+    }
+
+    /// Closes a reader's segment descriptor, or, while an acknowledgement fsyncs it without the
+    /// reader lock, leaves that to the acknowledgement (`ReaderIO.closeAfterSync`).
+    func closeSegment(_ file: LogFile, io: inout ReaderIO) {
+        if io.syncing.contains(where: { $0 === file }) {
+            io.closeAfterSync.append(file)
+        } else {
+            fs.close(file)
+        }
     }
 
     /// Closes the reader's descriptors of segment `number` (about to be deleted) and drops its cache.
     func closeReader(ofSegment number: UInt64, io: inout ReaderIO) {
         if let current = io.readFile, current.segment == number {
-            fs.close(current.file)
+            closeSegment(current.file, io: &io)
             io.readFile = nil
         }
-        for kept in io.keptForSync where kept.segment == number { fs.close(kept.file) }
+        for kept in io.keptForSync where kept.segment == number { closeSegment(kept.file, io: &io) }
         io.keptForSync.removeAll { $0.segment == number }
         if io.cache?.segment == number { io.cache = nil }
     }

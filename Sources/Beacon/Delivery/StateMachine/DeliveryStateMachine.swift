@@ -56,7 +56,7 @@ struct DeliveryStateMachine: Sendable {
 
         static func == (a: Answer, b: Answer) -> Bool {
             a.status == b.status && a.detail == b.detail && a.retryAfter == b.retryAfter
-                && a.cause?.kind == b.cause?.kind && a.cause?.message == b.cause?.message
+                && a.cause?.code == b.cause?.code && a.cause?.message == b.cause?.message
         }
     }
 

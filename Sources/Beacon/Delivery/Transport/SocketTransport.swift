@@ -10,7 +10,7 @@ import Synchronization
 /// runs (`URLSession` on Linux keeps about 150 bytes per request for good). `https://` goes
 /// through the system's OpenSSL: the certificate is always verified (see ``TLSConfiguration``),
 /// TLS 1.2 or later, and a reconnection resumes the last session. A certificate that fails
-/// verification throws ``TransportError/Kind/tls``. Concurrent ``send(_:)`` calls wait their turn. A
+/// verification throws ``TransportError/Code/tls``. Concurrent ``send(_:)`` calls wait their turn. A
 /// connection the server closed is opened again; a request whose reused connection turns out
 /// closed before any byte of the answer is sent once more on a new one (delivery is at least once,
 /// and the idempotency key travels with it). The request's timeout covers resolving, connecting,
@@ -56,7 +56,7 @@ public final class SocketTransport: Transport {
     }
 
     /// A transport verifying `https://` collectors as `tls` says; it throws
-    /// ``TransportError/Kind/tls`` when a file it names cannot be read or loaded.
+    /// ``TransportError/Code/tls`` when a file it names cannot be read or loaded.
     public convenience init(tls: TLSConfiguration) throws(TransportError) {
         self.init(maxResponseBodyBytes: 1 << 20, tls: tls)
         if case .failure(let failure) = self.tls.withLock({ $0 }) { throw TransportError(.tls, failure.message) }

@@ -10,7 +10,7 @@ public struct TransportRequest: Sendable {
     public var headers: HTTPHeaders
     /// The request body, already encoded (and compressed, when `Content-Encoding: gzip` is set).
     public var body: [UInt8]
-    /// How long the transport may take before it gives up with ``TransportError/Kind/timeout``.
+    /// How long the transport may take before it gives up with ``TransportError/Code/timeout``.
     public var timeout: Duration
 
     /// A request to `url`: a POST of `body` by default, given up after `timeout`.
@@ -53,9 +53,9 @@ public protocol Transport: Sendable {
 
 /// A request that got no HTTP answer.
 public struct TransportError: Error, Sendable, CustomStringConvertible {
-    /// Why no answer came. Only the library makes kinds; the set may grow, so keep a default
+    /// Why no answer came. Only the library makes codes; the set may grow, so keep a default
     /// case. A transport of your own throws one of these.
-    public struct Kind: Hashable, Sendable, CustomStringConvertible {
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Wrapped: String, Sendable {
             case timeout, network, tls, cancelled
         }
@@ -68,27 +68,31 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
         public var description: String { name }
 
         /// The request took longer than its timeout.
-        public static let timeout = Kind(.timeout)
+        public static let timeout = Code(.timeout)
         /// The connection could not be made or broke (refused, reset, DNS, a TLS record).
-        public static let network = Kind(.network)
+        public static let network = Code(.network)
         /// TLS refused for a reason retrying will not fix: the collector's certificate failed
         /// verification (unknown CA, another host name, expired), no TLS version in common, the
         /// client certificate missing or refused, a CA or key file unreadable. The uploader treats
         /// it like a 401: delivery pauses with backoff, every event is kept, and it is reported.
-        public static let tls = Kind(.tls)
+        public static let tls = Code(.tls)
         /// The request was cancelled (shutdown deadline).
-        public static let cancelled = Kind(.cancelled)
+        public static let cancelled = Code(.cancelled)
     }
     /// Why no answer came.
-    public var kind: Kind
+    public var code: Code
     /// What happened, for people.
     public var message: String
+    /// The error underneath, when there is one (a system call's, OpenSSL's); its text is already
+    /// in `message`.
+    public var cause: (any Error)?
 
-    /// A failure of `kind`, described for people by `message` (never a header value or a secret).
-    public init(_ kind: Kind, _ message: String) {
-        self.kind = kind
+    /// A failure of `code`, described for people by `message` (never a header value or a secret).
+    public init(_ code: Code, _ message: String, cause: (any Error)? = nil) {
+        self.code = code
         self.message = message
+        self.cause = cause
     }
 
-    public var description: String { "\(kind): \(message)" }
+    public var description: String { "transport error (\(code)): \(message)" }
 }

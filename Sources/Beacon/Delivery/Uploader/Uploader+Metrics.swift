@@ -43,9 +43,10 @@ extension Uploader {
         let stats = log.stats
         m.pendingRecords = stats.pendingRecords
         m.pendingBytes = stats.pendingBytes
-        // A reader beside a writer in another process knows only what it has read: look at the directory.
-        if let now = log.pendingOnDisk() { (m.pendingRecords, m.pendingBytes) = now }
         m.diskBytes = stats.diskBytes
+        // A reader beside a writer in another process knows only what it has read (and its disk
+        // use only as of the last listing): look at the directory.
+        if let now = log.pendingOnDisk() { (m.pendingRecords, m.pendingBytes, m.diskBytes) = now }
         m.maxDiskBytes = UInt64(max(0, log.configuration.maxBytes))
         m.corruptSkipped = stats.skippedCorruptByReason
         m.oldestPending = m.pendingRecords == 0 ? nil : BeaconMetrics.PendingAge.of(log, nowMillis: nowMillis)
@@ -64,8 +65,8 @@ extension Uploader {
         let answer: BeaconMetrics.AnswerClass
         switch result {
         case .success(let response): answer = BeaconMetrics.AnswerClass(status: response.status)
-        case .failure(let error) where error.kind == .cancelled: return
-        case .failure(let error): answer = error.kind == .timeout ? .timeout : error.kind == .tls ? .tls : .network
+        case .failure(let error) where error.code == .cancelled: return
+        case .failure(let error): answer = error.code == .timeout ? .timeout : error.code == .tls ? .tls : .network
         }
         observed.answers[answer, default: 0] += 1
         observed.requestDuration.observe(elapsed)

@@ -363,18 +363,18 @@ extension Uploader {
                 startAcknowledgement()
                 let (result, bytes, elapsed) = await send(records: records, seqs: seqs, crcs: crcs, payload: whole ? session.payload : nil, retry: retry, timeout: timeout)
                 switch result {
-                case .failure(let error) where error.kind == .cancelled || Task.isCancelled:
+                case .failure(let error) where error.code == .cancelled || Task.isCancelled:
                     session.machine.abandon(sent: true)
                     return (sent, .deadline)
-                case .failure(let error) where error.kind == .timeout && timeout < configuration.requestTimeout && deadline.map { time.now() >= $0 - .milliseconds(1) } == true:
+                case .failure(let error) where error.code == .timeout && timeout < configuration.requestTimeout && deadline.map { time.now() >= $0 - .milliseconds(1) } == true:
                     // Cut off by the deadline, not refused by the collector.
                     session.machine.abandon(sent: true)
                     return (sent, .deadline)
                 case .failure(let error):
-                    let cause = TransportError(error.kind, credentials.scrub(error.message))
+                    let cause = TransportError(error.code, credentials.scrub(error.message))
                     counted(failure: cause.message)
                     // TLS refused (a certificate failed verification...): configuration, like a 401.
-                    session.machine.received(error.kind == .tls ? .pause : .retry, DeliveryStateMachine.Answer(status: nil, detail: cause.message, cause: cause))
+                    session.machine.received(error.code == .tls ? .pause : .retry, DeliveryStateMachine.Answer(status: nil, detail: cause.message, cause: cause))
                 case .success(let response):
                     let verdict = AnswerAction.of(response, classifier: configuration.classifyAnswer)
                     // The body is read only when the answer may be reported.

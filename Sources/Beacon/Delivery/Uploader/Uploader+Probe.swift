@@ -30,6 +30,6 @@ extension DeliveryError {
     /// timeout, DNS): the collector may be down, and a probe can tell when it is back.
     package var isUnanswered: Bool {
         guard code == .transient, status == nil, let cause = cause as? TransportError else { return false }
-        return cause.kind == .network || cause.kind == .timeout
+        return cause.code == .network || cause.code == .timeout
     }
 }

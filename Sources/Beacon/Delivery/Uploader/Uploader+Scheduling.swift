@@ -21,11 +21,7 @@ extension Uploader {
     /// and ``stop()`` cut that pass short); it does not shut the uploader down.
     public func run() async {
         // The same loop as start()'s; the caller's reference keeps this uploader for its length.
-        // It runs on the uploader's own thread, like start()'s: see there.
-        let reference = WeakUploader(self), time = time
-        await withTaskExecutorPreference(passThread) {
-            await Self.runWhileReferenced(reference, time: time)
-        }
+        await Self.runWhileReferenced(WeakUploader(self), time: time)
     }
 
     /// Runs the delivery loop in a task the uploader keeps: for owners without a task of their own
@@ -37,11 +33,7 @@ extension Uploader {
         scheduling.withLock { s in
             guard s.backgroundLoop == nil, s.machine.state != .stopped, !s.machine.isShuttingDown else { return }
             let reference = WeakUploader(self)
-            // On the uploader's own thread, where its passes run: the loop's wakeups, sleeps and
-            // hops to the uploader never wait for a thread of Swift's cooperative pool, which
-            // belongs to the application (a pool kept busy by blocking code delayed delivery
-            // by 20 s and more in a loaded test run), and a pass starts without a thread hop.
-            s.backgroundLoop = Task(executorPreference: passThread) { [time] in await Self.runWhileReferenced(reference, time: time) }
+            s.backgroundLoop = Task { [time] in await Self.runWhileReferenced(reference, time: time) }
         }
     }
 

@@ -109,7 +109,7 @@ extension Uploader {
                     window.sent()
                     window.forget(1)
                     session.machine.abandon(sent: true)
-                    if cause.kind == .cancelled || Task.isCancelled {
+                    if cause.code == .cancelled || Task.isCancelled {
                         leaveUnanswered(outstanding, plus: session)
                         window.forget(outstanding.count)
                         return (sent, .outcome(.deadline))
@@ -149,8 +149,8 @@ extension Uploader {
             let elapsed = time.now() - front.sentAt
             observeAnswer(result.map(\.response), events: front.session.batch.count, elapsed: elapsed)
             switch result {
-            case .failure(let cause) where cause.kind == .cancelled || Task.isCancelled
-                || (cause.kind == .timeout && front.timeout < configuration.requestTimeout && deadline.map { time.now() >= $0 - .milliseconds(1) } == true):
+            case .failure(let cause) where cause.code == .cancelled || Task.isCancelled
+                || (cause.code == .timeout && front.timeout < configuration.requestTimeout && deadline.map { time.now() >= $0 - .milliseconds(1) } == true):
                 // Cancelled, or cut off by the deadline (not refused by the collector).
                 pipe.dropPipeline()
                 front.session.machine.abandon(sent: true)
@@ -159,8 +159,8 @@ extension Uploader {
                 return (sent, .outcome(.deadline))
             case .failure(let cause):
                 pipe.dropPipeline()
-                let scrubbed = TransportError(cause.kind, credentials.scrub(cause.message))
-                if cause.kind == .network && !outstanding.isEmpty && answeredOnConnection > 0 && answeredOnConnection < 2 * window.limit {
+                let scrubbed = TransportError(cause.code, credentials.scrub(cause.message))
+                if cause.code == .network && !outstanding.isEmpty && answeredOnConnection > 0 && answeredOnConnection < 2 * window.limit {
                     // Closed with requests unanswered, soon after it opened: no failure of these
                     // events (sent again as they were cut); the third time in a row, one request
                     // at a time for this collector from then on.
@@ -170,11 +170,11 @@ extension Uploader {
                     leaveUnanswered(outstanding)
                     return (sent, .drained(next: front.session))
                 }
-                window.answered(cause.kind == .timeout ? .pushedBack : .other, now: time.now())
+                window.answered(cause.code == .timeout ? .pushedBack : .other, now: time.now())
                 window.forget(outstanding.count)
                 counted(failure: scrubbed.message)
                 leaveUnanswered(outstanding)
-                front.session.machine.received(cause.kind == .tls ? .pause : .retry, DeliveryStateMachine.Answer(status: nil, detail: scrubbed.message, cause: scrubbed))
+                front.session.machine.received(cause.code == .tls ? .pause : .retry, DeliveryStateMachine.Answer(status: nil, detail: scrubbed.message, cause: scrubbed))
                 return (sent, .failed(front.session))
             case .success(let (response, keepsAlive)):
                 answeredOnConnection += 1

@@ -66,16 +66,16 @@ enum Validation {
             let name = String(decoding: utf8, as: UTF8.self)
             let what = isKey ? "property key" : "event name"
             let reason = utf8.isEmpty ? "is empty" : utf8.count > maxNameLength ? "is \(utf8.count) bytes long, more than \(maxNameLength)" : "may hold only ASCII letters, digits, _ and $, and may not start with a digit"
-            throw BeaconValidationError(event: event(), key: key(), rule: .identifier, message: "the \(what) \"\(name)\" \(reason); rename it")
+            throw BeaconValidationError(event: event(), key: key(), code: .identifier, message: "the \(what) \"\(name)\" \(reason); rename it")
         }
         if isReserved(utf8) {
             let name = String(decoding: utf8, as: UTF8.self)
-            throw BeaconValidationError(event: event(), key: key(), rule: .reservedName, message: "\"\(name)\" is a reserved name (one of \(reservedNames.joined(separator: ", "))); rename it")
+            throw BeaconValidationError(event: event(), key: key(), code: .reservedName, message: "\"\(name)\" is a reserved name (one of \(reservedNames.joined(separator: ", "))); rename it")
         }
         if utf8[0] == 0x24 {
             let name = String(decoding: utf8, as: UTF8.self)
             if isKey && presetKeys.contains(name) { return true }
-            throw BeaconValidationError(event: event(), key: key(), rule: .reservedPrefix, message: "names starting with $ are reserved for Beacon's presets and events\(isKey ? " (a property may override only \(presetKeys.sorted().joined(separator: ", ")))" : ""); drop the $")
+            throw BeaconValidationError(event: event(), key: key(), code: .reservedPrefix, message: "names starting with $ are reserved for Beacon's presets and events\(isKey ? " (a property may override only \(presetKeys.sorted().joined(separator: ", ")))" : ""); drop the $")
         }
         return false
     }
@@ -91,20 +91,20 @@ enum Validation {
         case .string(let s):
             let count = s.utf8.count
             if count > maxStringBytes {
-                throw BeaconValidationError(event: event(), key: key, rule: .stringTooLong, message: "the string is \(count) bytes of UTF-8, more than \(maxStringBytes); shorten it")
+                throw BeaconValidationError(event: event(), key: key, code: .stringTooLong, message: "the string is \(count) bytes of UTF-8, more than \(maxStringBytes); shorten it")
             }
         case .double(let d):
             if !d.isFinite {
-                throw BeaconValidationError(event: event(), key: key, rule: .nonFiniteNumber, message: "the number is \(d), which JSON cannot carry; send a finite number or null")
+                throw BeaconValidationError(event: event(), key: key, code: .nonFiniteNumber, message: "the number is \(d), which JSON cannot carry; send a finite number or null")
             }
         case .date(let d):
             let ms = d.timeIntervalSince1970 * 1000
             if !(ms.isFinite && ms >= Double(dateRange.lowerBound) && ms <= Double(dateRange.upperBound)) {
-                throw BeaconValidationError(event: event(), key: key, rule: .dateOutOfRange, message: "the date \(d) is outside the years 1 to 9999")
+                throw BeaconValidationError(event: event(), key: key, code: .dateOutOfRange, message: "the date \(d) is outside the years 1 to 9999")
             }
         case .strings(let array):
             for (index, s) in array.enumerated() where s.utf8.count > maxStringBytes {
-                throw BeaconValidationError(event: event(), key: key, rule: .stringTooLong, message: "element \(index) of the array is \(s.utf8.count) bytes of UTF-8, more than \(maxStringBytes); shorten it")
+                throw BeaconValidationError(event: event(), key: key, code: .stringTooLong, message: "element \(index) of the array is \(s.utf8.count) bytes of UTF-8, more than \(maxStringBytes); shorten it")
             }
         case .int, .bool, .null:
             break
@@ -115,7 +115,7 @@ enum Validation {
     static func checkIdentity(_ id: String, what: String, event: @autoclosure () -> String) throws {
         let count = id.utf8.count
         if count == 0 || count > maxIdentityBytes {
-            throw BeaconValidationError(event: event(), key: nil, rule: .invalidIdentity, message: "the \(what) is \(count == 0 ? "empty" : "\(count) bytes long"); use 1 to \(maxIdentityBytes) bytes of UTF-8")
+            throw BeaconValidationError(event: event(), key: nil, code: .invalidIdentity, message: "the \(what) is \(count == 0 ? "empty" : "\(count) bytes long"); use 1 to \(maxIdentityBytes) bytes of UTF-8")
         }
     }
 }

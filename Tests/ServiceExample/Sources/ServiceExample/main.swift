@@ -5,11 +5,12 @@
 //   GET /metrics     Beacon's metrics for Prometheus (OpenMetrics when the scraper asks for it)
 //
 // Configuration from the environment: PORT (default 8080), and Beacon's BEACON_DIRECTORY,
-// BEACON_URL, BEACON_HEADERS (Beacon.Configuration.fromEnvironment). SIGTERM or SIGINT stops the
-// HTTP server first (it finishes the requests in progress), then Beacon (drain, upload, close).
+// BEACON_URL, BEACON_HEADERS (Beacon.Configuration.fromEnvironment); SERVICE_EXAMPLE_STALL_FSYNC_WHILE
+// is for tests only (see below). SIGTERM or SIGINT stops the HTTP server first (it finishes the
+// requests in progress), then Beacon (drain, upload, close).
 // WITHOUT_BEACON=1 runs the same service with Beacon's lines left out (no tracker, /track tracks
 // nothing): the reference wrk-compare.sh measures Beacon's cost against.
-import Beacon
+@_spi(Testing) import Beacon   // only for the test-only stall switch below
 import Foundation
 import Hummingbird
 import Logging
@@ -34,6 +35,11 @@ if withoutBeacon {
         exit(78)   // EX_CONFIG: the program decides to end, not the library
     }
     config.diagnostics = BeaconLogging.diagnostics(to: logger)
+    // Test-only (state-changes.sh): every fsync waits while this file exists, a stalled disk
+    // without root. Never set it in production.
+    if let stallFile = environment["SERVICE_EXAMPLE_STALL_FSYNC_WHILE"], !stallFile.isEmpty {
+        config.stallFsync(whileFileExists: stallFile)
+    }
     config.shutdownGrace = .seconds(3)   // how long the stop may deliver, within the 5 s a deployment allows
     beacon = try Beacon(configuration: config)
 }
