@@ -14,7 +14,7 @@ import Foundation
 import FuzzSupport
 
 enum Outcome: Equatable {
-    case answer(status: Int, headers: [String: String], body: [UInt8], dropped: Int, used: Int, keepsAlive: Bool)
+    case answer(status: Int, headers: HTTPHeaders, body: [UInt8], dropped: Int, used: Int, keepsAlive: Bool)
     case error(String)
 }
 
@@ -73,7 +73,7 @@ FuzzMain.run { bytes in
     }
     promise(head.status == status, "the status \(status) is not the final head's \(head.status)")
     promise(head.end - head.start <= maxHead, "a head of \(head.end - head.start) bytes passed the cap \(maxHead)")
-    let names = Dictionary(headers.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { a, _ in a })
+    let names = Dictionary(headers.map { ($0.name.lowercased(), $0.value) }, uniquingKeysWith: { a, _ in a })
     if status == 204 || status == 304 {
         promise(used == head.end && body.isEmpty, "a \(status) answer used a body")
         return
