@@ -36,10 +36,16 @@ import FaultInjection
             }
             let log = try BeaconLog(configuration: configured(dir, fs, access: .write))
             let reader = try BeaconLog(configuration: configured(dir, FaultyFileSystem(), access: .read))
-            let count = 9000  // about 1.8 MB: 27 full buffers
+            // About 1.8 MB (27 full buffers) at least; more while the appender has made few
+            // writes of its own: on a slow run (the suite under AddressSanitizer) the 10 ms flush
+            // writes most buffers before they fill, and only 2 consecutive appender writes came
+            // in 9,000 records.
+            var count = 0
             var seen: [UInt64] = []
             var cursor: LogPosition?
-            for i in 0..<count {
+            while count < 9000 || (byAppender.withLock { $0.filter { $0 }.count } < 8 && count < 300_000) {
+                let i = count
+                count += 1
                 try log.append(record(i))
                 if i % 701 == 700 {
                     let batch = try reader.read(from: cursor, maxRecords: 10_000)
