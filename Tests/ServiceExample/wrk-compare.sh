@@ -9,6 +9,7 @@
 #
 #   Tests/ServiceExample/wrk-compare.sh
 #   ROUNDS=3 SECONDS_PER_RUN=10 CONNECTIONS="16 64" Tests/ServiceExample/wrk-compare.sh
+#   EXAMPLE=/path/to/ServiceExample Tests/ServiceExample/wrk-compare.sh   # a binary built elsewhere
 #
 # Builds the example in release (the first build takes several minutes on 2 cores) and `beacon`
 # (the loopback collector the tracked service delivers to, in its own process: its CPU is not the
@@ -26,10 +27,12 @@ done
 echo "building the service example (release) and beacon..."
 BUILD_LOG="$(mktemp)"
 swift build --package-path "$ROOT" --product beacon >"$BUILD_LOG" 2>&1 || { tail -30 "$BUILD_LOG"; echo "FAILED: building beacon"; exit 1; }
-swift build -c release --package-path "$HERE" >"$BUILD_LOG" 2>&1 || { tail -30 "$BUILD_LOG"; echo "FAILED: building the service example"; exit 1; }
+if [ -z "${EXAMPLE:-}" ]; then   # EXAMPLE=/path/to/ServiceExample: a binary built elsewhere (another commit's)
+  swift build -c release --package-path "$HERE" >"$BUILD_LOG" 2>&1 || { tail -30 "$BUILD_LOG"; echo "FAILED: building the service example"; exit 1; }
+  EXAMPLE="$(swift build -c release --package-path "$HERE" --show-bin-path)/ServiceExample"
+fi
 rm -f "$BUILD_LOG"
 BEACON="$(swift build --package-path "$ROOT" --show-bin-path)/beacon"
-EXAMPLE="$(swift build -c release --package-path "$HERE" --show-bin-path)/ServiceExample"
 TICKS="$(getconf CLK_TCK)"
 
 . "$HERE/support.sh"
