@@ -40,14 +40,7 @@ memory() { awk '/^Rss:/ {r = $2} /^Anonymous:/ {a = $2} END {printf "%.1f %.1f",
 run() {
   local mode="$1" port dir total=0 out n
   port="$(free_port)"; dir="$WORK/beacon-$mode-$RANDOM"
-  if [ "$mode" = without ]; then
-    WITHOUT_BEACON=1 PORT="$port" "$EXAMPLE" >"$WORK/service.log" 2>&1 &
-  else
-    PORT="$port" BEACON_DIRECTORY="$dir" BEACON_URL="$COLLECTOR_URL" "$EXAMPLE" >"$WORK/service.log" 2>&1 &
-  fi
-  EXAMPLE_PID=$!
-  for _ in $(seq 200); do curl -sf "http://127.0.0.1:$port/ok" >/dev/null && break; sleep 0.05; done
-  sleep 1
+  start_example "$mode" "$port" "$dir"
   local start; start="$(memory "$EXAMPLE_PID")"
   while [ "$total" -lt "$REQUESTS" ]; do
     out="$(wrk -t1 -c16 -d20s "http://127.0.0.1:$port/track?id=1")"

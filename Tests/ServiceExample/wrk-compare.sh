@@ -48,14 +48,7 @@ rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
 run() {
   local mode="$1" connections="$2" port dir
   port="$(free_port)"; dir="$WORK/beacon-$mode-$connections-$RANDOM"
-  if [ "$mode" = without ]; then
-    WITHOUT_BEACON=1 PORT="$port" "$EXAMPLE" >"$WORK/service.log" 2>&1 &
-  else
-    PORT="$port" BEACON_DIRECTORY="$dir" BEACON_URL="$COLLECTOR_URL" "$EXAMPLE" >"$WORK/service.log" 2>&1 &
-  fi
-  EXAMPLE_PID=$!
-  for _ in $(seq 200); do curl -sf "http://127.0.0.1:$port/ok" >/dev/null && break; sleep 0.05; done
-  sleep 1
+  start_example "$mode" "$port" "$dir"
   local rss_start; rss_start="$(rss_kib "$EXAMPLE_PID")"
   wrk -t1 -c"$connections" -d2s "http://127.0.0.1:$port/track?id=1" >/dev/null 2>&1   # warm-up
   local cpu0 sw0 cpu1 sw1 out requests
