@@ -3,6 +3,7 @@ import Testing
 @testable import BeaconLog
 import BeaconTestSupport
 import FaultInjection
+import BeaconTestTraits
 
 /// The chunk buffers the log keeps for reuse after a commit: a buffer that grew for a large
 /// commit is kept while bursts fill it and freed after the first commit that did not need it, not
@@ -45,5 +46,42 @@ import FaultInjection
             }
             #expect(log.stats.durableRecords == UInt64(next))
         }
+    }
+
+    /// A burst's grown buffer is mapped and unmapped by the buffer itself: freeing it leaves glibc's
+    /// mmap threshold where it was, so that later large blocks (of this process, the service's
+    /// too) are still mapped and given back when freed, not kept in the malloc arenas. In a
+    /// fresh process (`beacon-test-child burst`), where nothing else moved the threshold. Fails on
+    /// the code before (the 2.5 MiB buffer came from `malloc`, and its `free` raised the threshold
+    /// to 2.5 MiB: the 1 MiB block came from the heap).
+    @Test("a burst's 2.5 MiB buffer leaves glibc's mmap threshold as it was", .blocking)
+    func aBurstLeavesTheMmapThreshold() throws {
+        try withTemporaryDirectory { dir in
+            let child = try ChildProcess(["burst", dir])
+            defer { child.kill9() }
+            let baseline = try child.waitForLine { $0.hasPrefix("baseline ") }
+            try #require(baseline == "baseline mapped", "the threshold had moved before the burst: nothing to check")
+            let after = try child.waitForLine { $0.hasPrefix("after ") }
+            #expect(after == "after mapped", "a 1 MiB block came from the heap after the burst: the burst's buffer raised glibc's mmap threshold")
+            #expect(child.waitForExit() == 0)
+        }
+    }
+
+    @Test("buffers from 128 KiB up are mapped, smaller ones come from malloc; growing keeps the bytes", arguments: [64, 80 * 1024, 128 * 1024 - 1, 128 * 1024, 3 << 20])
+    func largeBuffersAreMapped(capacity: Int) {
+        let buffer = FrameBuffer(capacity: capacity)
+        #expect(buffer.isMapped == (capacity >= FrameBuffer.mappedMinimum))
+        var expected: [UInt8] = []
+        var i = 0
+        while buffer.count < 4 << 20 {
+            let n = 1000 + i % 7000
+            let tail = buffer.tail(reserving: n)
+            for k in 0..<n { tail.storeBytes(of: UInt8(truncatingIfNeeded: i &+ k), toByteOffset: k, as: UInt8.self) }
+            expected += (0..<n).map { UInt8(truncatingIfNeeded: i &+ $0) }
+            buffer.count += n
+            #expect(buffer.isMapped == (buffer.capacity >= FrameBuffer.mappedMinimum))
+            i += 1
+        }
+        #expect(Array(buffer.bytes) == expected)
     }
 }
