@@ -68,7 +68,7 @@ public actor Uploader {
     let ioQueue = BlockingQueue(label: "beacon.uploader.io")
     /// The thread passes, flushes and drains run on (their task's executor): the send loop, the
     /// log's reads and the default transport's socket calls, without a thread hand-off per request.
-    nonisolated let passThread = IOThread(name: "beacon.uploader.pass")
+    nonisolated let passThread = IOThread(name: "beacon-uploader")
     /// Where the delivery loop's probes block while it backs off (``probeCollector()``): a probe
     /// takes at most a second, and never holds up a flush on ``passThread``.
     nonisolated let probeQueue = DispatchQueue(label: "beacon.uploader.probe")
