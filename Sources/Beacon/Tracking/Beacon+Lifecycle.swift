@@ -63,7 +63,7 @@ extension Beacon {
         switch lifecycle(.close).action {
         case .end(let ending): _ = await carryOut(ending)
         case .waitForEnd: _ = await waitForEnd()
-        case .deliver, .report, .resumeWaiters, .none: break
+        case .deliver, .report, .resumeWaiters, .none, .invalid: break
         }
     }
 
@@ -74,7 +74,7 @@ extension Beacon {
         switch lifecycle(.close).action {
         case .end: closeWithoutUpload()
         case .waitForEnd: waitUntilEnded()
-        case .deliver, .report, .resumeWaiters, .none: break
+        case .deliver, .report, .resumeWaiters, .none, .invalid: break
         }
     }
 
@@ -102,7 +102,7 @@ extension Beacon {
         case .end(let ending): return await Task { await self.carryOut(ending) }.value
         // Events tracked after the end are dropped (closed): the kept report counts them too.
         case .report: if let report { return reportingLosses(report) }
-        case .deliver, .waitForEnd, .resumeWaiters, .none: break
+        case .deliver, .waitForEnd, .resumeWaiters, .none, .invalid: break
         }
         return await waitForEnd()
     }
@@ -110,8 +110,11 @@ extension Beacon {
     // MARK: The shell
 
     /// Feeds `input` to the lifecycle; returns its action and the report if the tracker has ended.
+    /// An input the machine refuses as impossible is reported here (``InvalidTransition``).
     func lifecycle(_ input: TrackerLifecycle.Input) -> (action: TrackerLifecycle.Action, report: FlushResult?) {
-        life.withLock { held in (held.state.machine.handle(input), held.state.report) }
+        let (action, report) = life.withLock { held in (held.state.machine.handle(input), held.state.report) }
+        if case .invalid(let transition) = action { configuration.diagnostics(transition.diagnostic) }
+        return (action, report)
     }
 
     /// Carries out an ending the lifecycle handed to this caller.
@@ -149,13 +152,15 @@ extension Beacon {
 
     /// Records the report, closes the lifecycle and wakes every caller waiting for the end.
     func ended(_ report: FlushResult) -> FlushResult {
-        let waiters = life.withLock { held -> [CheckedContinuation<FlushResult, Never>] in
-            guard held.state.machine.handle(.ended) == .resumeWaiters else { return [] }
+        let (action, waiters) = life.withLock { held -> (TrackerLifecycle.Action, [CheckedContinuation<FlushResult, Never>]) in
+            let action = held.state.machine.handle(.ended)
+            guard action == .resumeWaiters else { return (action, []) }
             held.state.report = report
             held.broadcast()
             defer { held.state.waiters = [] }
-            return held.state.waiters
+            return (action, held.state.waiters)
         }
+        if case .invalid(let transition) = action { configuration.diagnostics(transition.diagnostic) }
         for waiter in waiters { waiter.resume(returning: report) }
         return report
     }

@@ -161,6 +161,8 @@ extension Uploader {
         case .resumeShutdown:
             shutdownWaiter?.resume()
             shutdownWaiter = nil
+        case .invalid(let transition):
+            report(transition.diagnostic)
         }
     }
 
