@@ -1,3 +1,4 @@
+import BeaconLog
 import Foundation
 
 /// How a tracker runs and ends: ``TrackerLifecycle`` decides, this carries it out.
@@ -19,15 +20,17 @@ extension Beacon {
     /// delivery then happens in the caller's task instead of the tracker's own background task
     /// (a tracker nobody runs delivers on its own, as before). `run()` also returns, without
     /// being cancelled, when the tracker is ended another way (``shutdown(timeout:)``,
-    /// ``close()``). It does not throw today; `throws` leaves room to report a failed start.
+    /// ``close()``). It never throws: what fails while delivering is retried, counted in
+    /// ``deliveryStats`` and reported as a diagnostic. In a service group it satisfies
+    /// `Service`'s `run() async throws` as it is.
     ///
     /// ```swift
-    /// try await withThrowingDiscardingTaskGroup { group in
-    ///     group.addTask { try await beacon.run() }
+    /// await withDiscardingTaskGroup { group in
+    ///     group.addTask { await beacon.run() }
     ///     // ... cancel the group to stop: what is pending is delivered within shutdownGrace
     /// }
     /// ```
-    public func run() async throws {
+    public func run() async {
         await deliverUntilEnded(cancelledBy: .runCancelled)
     }
 
@@ -99,6 +102,8 @@ extension Beacon {
     public func shutdown(timeout: Duration? = nil) async -> FlushResult {
         let (action, report) = lifecycle(.shutdown(deadline: timeout))
         switch action {
+        // A task of its own, awaited here: the shutdown runs to its end even if the caller is
+        // cancelled (a cancelled caller would cut its requests short and send them again).
         case .end(let ending): return await Task { await self.carryOut(ending) }.value
         // Events tracked after the end are dropped (closed): the kept report counts them too.
         case .report: if let report { return reportingLosses(report) }
@@ -148,6 +153,28 @@ extension Beacon {
         let pending = pendingOnDisk()
         guard delivery.uploader != nil else { return ended(noDelivery()) }
         return ended(reportingLosses(FlushResult(sent: 0, remaining: pending, outcome: pending == 0 ? .noData : .deadlineReached)))
+    }
+
+    /// The ``TrackerLifecycle/Ending/close`` ending of a released tracker (`deinit`), without
+    /// blocking the calling thread: `$AppEnd` is queued, delivery stopped, and the writer thread
+    /// writes what is queued, fsyncs and closes the log. What the work after `deinit` needs is
+    /// captured; the tracker itself is not.
+    func closeInBackground() {
+        var appEnd: [UInt8]?
+        if configuration.lifecycleEvents {
+            appEnd = accept(RecordEncoder.Input(type: .track, event: "$AppEnd", isBeaconEvent: true, properties: [:], distinctId: nil,
+                                                durationMicroseconds: Beacon.microseconds(elapsed()), withPresets: true))
+        }
+        delivery.uploader?.stop()
+        let log = log, limiter = diagnosticLimiter, diagnostics = configuration.diagnostics
+        let directory = log.directory.path
+        BackgroundCloses.began(directory)
+        writer.closeInBackground(appending: appEnd) {
+            do { try log.sync() } catch { diagnostics(BeaconDiagnostic(kind: .storage, message: "\(error)")) }
+            do { try log.close() } catch { diagnostics(BeaconDiagnostic(kind: .storage, message: "\(error)")) }
+            limiter.flush()
+            BackgroundCloses.ended(directory)
+        }
     }
 
     /// Records the report, closes the lifecycle and wakes every caller waiting for the end.
