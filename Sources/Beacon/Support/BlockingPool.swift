@@ -2,8 +2,9 @@ import Foundation
 import Glibc
 
 /// Beacon's threads for one-off blocking work from async code (closing a tracker, waiting for the
-/// writer thread, a name lookup): a fixed maximum of named threads, shared by every tracker and
-/// uploader in the process, never a thread per call (as NIO's `NIOThreadPool`).
+/// writer thread; name lookups in a pool of their own): a fixed maximum of named threads, shared
+/// by every tracker and uploader in the process, never a thread per call (as NIO's
+/// `NIOThreadPool`).
 ///
 /// A thread starts when work is queued and none is idle, up to ``maximumThreads``; beyond that
 /// work waits its turn, first in, first out. A thread idle for ``idleTimeout`` ends, so a process
@@ -21,6 +22,9 @@ import Glibc
 final class BlockingPool: Sendable {
     /// The pool every tracker and uploader shares.
     static let shared = BlockingPool(name: "beacon-pool", maximumThreads: 8)
+    /// Name lookups (`getaddrinfo`), apart: a lookup has a request's deadline, and must not wait
+    /// behind closes and fsyncs (nor they behind a name service that does not answer).
+    static let lookups = BlockingPool(name: "beacon-dns", maximumThreads: 4)
 
     /// The most threads this pool runs at once.
     let maximumThreads: Int

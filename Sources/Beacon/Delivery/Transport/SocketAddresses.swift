@@ -45,7 +45,7 @@ struct SocketAddress: Sendable {
 ///
 /// `localhost` and names under `.localhost` are both loopback addresses, 127.0.0.1 and ::1,
 /// whatever `/etc/hosts` says (RFC 6761 §6.3, as curl does). An address literal is taken as it
-/// is. Any other name is looked up with `getaddrinfo` on ``BlockingPool/shared`` (Beacon's bounded
+/// is. Any other name is looked up with `getaddrinfo` on ``BlockingPool/lookups`` (Beacon's bounded
 /// threads, not a thread per lookup): `getaddrinfo` cannot be interrupted, so when the deadline
 /// passes (or the request is cancelled) first, the request stops waiting and the lookup finishes
 /// alone, its result dropped; a lookup still queued when its request gave up is not made.
@@ -72,7 +72,7 @@ enum SocketResolver {
         if let literal = SocketAddress(numeric: host, port: port) { return [literal] }
         let pending = PendingLookup()
         defer { pending.abandon() }
-        BlockingPool.shared.submit { [pending] in
+        BlockingPool.lookups.submit { [pending] in
             guard !pending.isAbandoned else { return }
             pending.finish(lookup(host, port))
         }
