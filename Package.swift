@@ -66,7 +66,7 @@ let package = Package(
         .testTarget(name: "BeaconLogTests", dependencies: ["BeaconLog", "BeaconTestSupport", "BeaconTestTraits", "FaultInjection", "beacon-test-child"]),
         .testTarget(name: "BeaconTests", dependencies: ["Beacon", "BeaconURLSession", "BeaconLog", "BeaconTesting", "BeaconTestSupport", "BeaconTestTraits", "FaultInjection", "ReadmeSnippets", "beacon-test-child", "DelayProxy"]),
         // Also the ClickHouse integration suite: it drives the built `beacon`, the test child and a tracker.
-        .testTarget(name: "BeaconCLITests", dependencies: ["Beacon", "BeaconLog", "BeaconCLI", "BeaconTesting", "BeaconTestSupport", "BeaconTestTraits", "beacon-test-child"]),
+        .testTarget(name: "BeaconCLITests", dependencies: ["Beacon", "BeaconLog", "BeaconCLI", "BeaconTesting", "BeaconTestSupport", "BeaconTestTraits", "FaultInjection", "beacon-test-child"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -35,6 +35,25 @@ func deliveryLog(_ dir: DeliveryTempDir, events range: Range<Int> = 0..<0, marke
     return log
 }
 
+/// One directory as `beacon append` and `beacon send --follow` share it from two processes: a
+/// writer (`.write`) and a reader (`.read`), each set up further by its closure. Close both.
+func sidecarLogs(_ dir: DeliveryTempDir, writer setUpWriter: (inout BeaconLog.Configuration) -> Void = { _ in },
+                 reader setUpReader: (inout BeaconLog.Configuration) -> Void = { _ in }) throws -> (writer: BeaconLog, reader: BeaconLog) {
+    var writing = BeaconLog.Configuration(directory: dir.path)
+    writing.access = .write
+    setUpWriter(&writing)
+    let writer = try BeaconLog(configuration: writing)
+    var reading = BeaconLog.Configuration(directory: dir.path)
+    reading.access = .read
+    setUpReader(&reading)
+    do {
+        return (writer, try BeaconLog(configuration: reading))
+    } catch {
+        try? writer.close()
+        throw error
+    }
+}
+
 /// The `_track_id` of an event's bytes.
 func trackID(_ event: some Collection<UInt8>) -> Int? {
     guard let object = try? JSONSerialization.jsonObject(with: Data(event)) as? [String: Any] else { return nil }

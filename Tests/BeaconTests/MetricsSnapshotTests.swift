@@ -16,14 +16,14 @@ struct MetricsSnapshotTests {
         let transport = InMemoryTransport(replies: [.status(503), .failure(TransportError(.timeout, "no answer")), .status(200), .status(200)])
         let now = Date(timeIntervalSince1970: 1_700_000_100)  // 100 s after event 0's time
         let uploader = try Uploader(log: log, configuration: testDelivery(batch: 6), transport: transport, clock: ManualClock(), now: { now })
-        let before = await uploader.metrics
+        let before = uploader.metrics
         #expect(before.pendingRecords == 12 && before.oldestPending == .init(age: .seconds(100), source: .eventTime, seq: 0))
         _ = await uploader.flush()
         _ = await uploader.flush()
-        let during = await uploader.metrics
+        let during = uploader.metrics
         #expect(during.deliveryPaused)
         _ = await uploader.flush()
-        let m = await uploader.metrics
+        let m = uploader.metrics
         #expect(m.answers == [.serverError: 1, .timeout: 1, .success: 2])
         #expect(m.requestDuration.count == 4 && m.requestDuration.counts.reduce(0, +) == 4)
         #expect(m.sentEvents == 12 && m.sentRequests == 2 && m.pendingRecords == 0 && m.oldestPending == nil)
@@ -91,7 +91,7 @@ struct MetricsSnapshotTests {
                 appended += 1
             }
             try writer.sync()
-            let m = await uploader.metrics
+            let m = uploader.metrics
             let onDisk = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0.hasSuffix(".jsonl") && $0 != "rejected.jsonl" }
                 .reduce(UInt64(0)) { $0 + ((try? FileManager.default.attributesOfItem(atPath: dir.path + "/" + $1)[.size] as? UInt64) ?? 0) }
             #expect(m.diskBytes == writer.stats.diskBytes && m.diskBytes == onDisk,

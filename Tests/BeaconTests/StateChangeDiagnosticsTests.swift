@@ -42,7 +42,7 @@ struct StateChangeDiagnosticsTests {
         down.store(false, ordering: .relaxed)
         clock.advanceToNextDeadline()
         let total = appended
-        #expect(await eventually { await uploader.stats.sentEvents == UInt64(total) })
+        #expect(await eventually { uploader.stats.sentEvents == UInt64(total) })
         _ = await uploader.shutdown()
         let lines = diagnostics.withLock { $0 }
         let paused = lines.filter { $0.contains(" paused") && !$0.contains("resumed") }
@@ -54,6 +54,40 @@ struct StateChangeDiagnosticsTests {
         #expect(paused.first?.contains("connection refused") == true)
         #expect(paused.first?.contains("20 events pending") == true)
         #expect(resumed.first.map { $0.contains("after 2") && $0.contains(" s paused") } == true, "\(resumed)")
+    }
+
+    @Test("beside a writer in another process (beacon send --follow), the paused and resumed lines count the events on disk, those appended during the outage too")
+    func sidecarCountsWhatIsOnDisk() async throws {
+        let dir = DeliveryTempDir()
+        defer { dir.remove() }
+        let (writer, reader) = try sidecarLogs(dir)
+        defer { try? writer.close(); try? reader.close() }
+        func append(_ range: Range<Int>) throws {
+            for i in range { try writer.append(deliveryEvent(i)) }
+            try writer.sync()
+        }
+        let down = Atomic<Bool>(true)
+        let transport = InMemoryTransport()
+        transport.setHandler { _ in down.load(ordering: .relaxed) ? .failure(TransportError(.network, "connection refused")) : .status(200) }
+        let diagnostics = Mutex<[String]>([])
+        let uploader = try Uploader(log: reader, configuration: testDelivery(batch: 10), transport: transport, clock: ManualClock(),
+                                    diagnostics: { d in diagnostics.withLock { $0.append(d.message) } })
+        // The other process appends while the collector is down: 35 on disk when the pause is
+        // reported, of which the reader knows those it has read.
+        try append(0..<35)
+        let failed = await uploader.flush()
+        #expect(failed.sent == 0)
+        // And goes on during the outage: 50 on disk, 10 of them delivered by the first request.
+        try append(35..<50)
+        down.store(false, ordering: .relaxed)
+        let result = await uploader.flush()
+        #expect(result.sent == 50, "\(result)")
+        let lines = diagnostics.withLock { $0 }
+        let paused = lines.filter { $0.contains(" paused since") }
+        let resumed = lines.filter { $0.contains(" resumed after") }
+        #expect(paused.count == 1 && paused[0].contains("; 35 events pending"), "\(lines)")
+        // 40 or 50: the first request's acknowledgement may be made durable before or after the line.
+        #expect(resumed.count == 1 && (resumed[0].hasSuffix(", 40 pending") || resumed[0].hasSuffix(", 50 pending")), "\(lines)")
     }
 
     @Test("a collector that flaps: one pause reported per interval, the others counted in the next")

@@ -78,7 +78,7 @@ extension Beacon {
                 stats.droppedEvents = quotaDrops.count(log)
                 return stats
             }
-            return await uploader.stats
+            return uploader.stats
         }
     }
 

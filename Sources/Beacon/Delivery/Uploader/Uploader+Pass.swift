@@ -255,7 +255,7 @@ extension Uploader {
         return try await ioQueue.run(body)
     }
 
-    var nowMillis: Int64 { Int64((wallClock().timeIntervalSince1970 * 1000).rounded(.down)) }
+    nonisolated var nowMillis: Int64 { Int64((wallClock().timeIntervalSince1970 * 1000).rounded(.down)) }
 
     /// Performs the state machine's actions for one batch until it is committed (nil) or the pass
     /// ends. Returns the events the collector accepted.
@@ -325,7 +325,7 @@ extension Uploader {
             case .stop(.pause(let answer)), .stop(.refusedEverything(let answer)):
                 guard let status = answer.status else {
                     // No answer: TLS refused the collector (the detail names the check and host).
-                    let message = "\(answer.detail); delivery is paused with backoff and every event is kept (\(pendingEvents) pending). Fix the TLS configuration (CA, client certificate) or the collector's certificate"
+                    let message = "\(answer.detail); delivery is paused with backoff and every event is kept (\(pendingOnDisk) pending). Fix the TLS configuration (CA, client certificate) or the collector's certificate"
                     let error = Self.error(.configuration, message, answer: answer)
                     if counters.paused != "TLS" { diagnostics(message, error) }
                     observePause("TLS: \(answer.detail)", error: error, announced: counters.paused != "TLS")
@@ -333,8 +333,8 @@ extension Uploader {
                     return (sent, .failed(fail(error, retryAfter: nil)))
                 }
                 let message = action == .stop(.refusedEverything(answer))
-                    ? "\(RedactedURL(configuration.url)) answered \(status)\(Self.quote(answer.detail)) to every request, down to single events, and accepted none: the collector refuses this client, not its data (a client certificate it requires? http:// to an https port? a proxy?); no event was set aside, delivery is paused with backoff and every event is kept (\(pendingEvents) pending). Fix the collector URL, TLS or proxy settings"
-                    : "\(RedactedURL(configuration.url)) answered \(status)\(Self.hint(status))\(Self.quote(answer.detail)); delivery is paused with backoff and every event is kept (\(pendingEvents) pending). Fix the collector URL or credentials"
+                    ? "\(RedactedURL(configuration.url)) answered \(status)\(Self.quote(answer.detail)) to every request, down to single events, and accepted none: the collector refuses this client, not its data (a client certificate it requires? http:// to an https port? a proxy?); no event was set aside, delivery is paused with backoff and every event is kept (\(pendingOnDisk) pending). Fix the collector URL, TLS or proxy settings"
+                    : "\(RedactedURL(configuration.url)) answered \(status)\(Self.hint(status))\(Self.quote(answer.detail)); delivery is paused with backoff and every event is kept (\(pendingOnDisk) pending). Fix the collector URL or credentials"
                 let error = Self.error(.configuration, message, answer: answer)
                 let announce = counters.paused == nil || counters.lastStatus != status
                 if announce { diagnostics(message, error) }

@@ -99,11 +99,25 @@ public actor Uploader {
         let cancel: @Sendable () -> Void
     }
 
-    var counters = DeliveryStats()
-    /// The window of requests in flight, adapted to the collector (Uploader+Window.swift).
-    var window: RequestWindow
-    /// Answers by class, request durations, requests in flight, pauses (Uploader+Metrics.swift).
-    var observed = DeliveryObservations()
+    /// Delivery's counters; every change is copied into ``figures`` at once.
+    var counters = DeliveryStats() {
+        didSet {
+            let value = counters
+            figures.withLock { $0.counters = value }
+        }
+    }
+    /// The window of requests in flight, adapted to the collector (Uploader+Window.swift); its
+    /// limit is copied into ``figures`` at every change.
+    var window: RequestWindow {
+        didSet {
+            let limit = window.effectiveLimit
+            figures.withLock { if $0.requestWindow != limit { $0.requestWindow = limit } }
+        }
+    }
+    /// What ``stats`` and ``metrics`` report, kept up to date as delivery goes, behind a lock of its
+    /// own: a scrape reads it without waiting for this actor, whose pass may be blocked for as long
+    /// as the disk stalls (an fdatasync of the checkpoint) or a request takes.
+    nonisolated let figures: Mutex<DeliveryFigures>
     /// Callers waiting for the result of the flush that runs or is queued.
     var flushJoiners: [CheckedContinuation<FlushResult, Never>] = []
     /// The shutdown waiting for the running pass or flush to end.
@@ -171,7 +185,9 @@ public actor Uploader {
         self.rejectedFile = RejectedFile(directory: log.directory, fileSystem: log.configuration.fileSystem)
         self.inflightFile = InflightFile(directory: log.directory, fileSystem: log.configuration.fileSystem)
         self.requests = RequestBuilder(configuration: configuration)
-        self.window = RequestWindow(maximum: configuration.maxRequestsInFlight)
+        let window = RequestWindow(maximum: configuration.maxRequestsInFlight)
+        self.window = window
+        self.figures = Mutex(DeliveryFigures(requestWindow: window.effectiveLimit))
         self.scheduling = Mutex(Scheduling(machine: UploaderScheduler(bulkSize: configuration.flushBulkSize, interval: configuration.effectiveFlushInterval)))
         quotaDrops.opened(log)
     }
@@ -184,16 +200,25 @@ public actor Uploader {
 
     // MARK: Stats
 
-    /// Counters and state; `pendingEvents` is read from the log.
-    public var stats: DeliveryStats {
-        var stats = counters
+    /// Counters and state; `pendingEvents` is read from the log. Never waits for a request or the
+    /// disk: delivery keeps a copy of its figures behind a lock of their own.
+    public nonisolated var stats: DeliveryStats {
+        var stats = figures.withLock { f in
+            var stats = f.counters
+            stats.requestsInFlight = f.observed.requestsInFlight
+            stats.requestWindow = f.requestWindow
+            return stats
+        }
         stats.pendingEvents = pendingEvents
         stats.droppedEvents = quotaDrops.count(log)
-        stats.requestsInFlight = observed.requestsInFlight
-        stats.requestWindow = window.effectiveLimit
         return stats
     }
 
     nonisolated var pendingEvents: UInt64 { log.stats.pendingRecords }
+
+    /// Pending events as the directory holds them now, for the diagnostics: a reader beside a
+    /// writer in another process (`beacon send --follow`) knows only what it has read, so it looks
+    /// (``BeaconLog/pendingOnDisk()``, a listing and a few `pread`s); a writing log knows.
+    nonisolated var pendingOnDisk: UInt64 { log.pendingOnDisk()?.records ?? log.stats.pendingRecords }
 
 }
