@@ -12,15 +12,6 @@ struct DeliveryObservations: Sendable {
     var health = DeliveryHealth()
 }
 
-/// Delivery's figures as the uploader last left them (``Uploader/figures``): what ``Uploader/stats``
-/// and ``Uploader/metrics`` report besides the log's own figures.
-struct DeliveryFigures: Sendable {
-    var counters = DeliveryStats()
-    var observed = DeliveryObservations()
-    /// ``RequestWindow/effectiveLimit``.
-    var requestWindow: Int
-}
-
 extension Uploader {
     /// Every figure of delivery and of the log in one snapshot (``BeaconMetrics``): the backlog
     /// and the age of its oldest event (one small read at the checkpoint), what was sent, the
@@ -31,7 +22,7 @@ extension Uploader {
     /// own, so a scrape answers while a request is slow or the disk stalls an acknowledgement.
     public nonisolated var metrics: BeaconMetrics {
         var m = BeaconMetrics()
-        let (stats, observed, requestWindow) = figures.withLock { f in (f.counters, f.observed, f.requestWindow) }
+        let (stats, observed, requestWindow) = published.withLock { p in (p.counters, p.observed, p.requestWindow) }
         Self.fill(&m, log: log, nowMillis: nowMillis)
         m.sentEvents = stats.sentEvents
         m.sentRequests = stats.sentRequests
@@ -66,7 +57,7 @@ extension Uploader {
 
     /// A request of `events` events goes out.
     func observeSending(events: Int) {
-        figures.withLock { f in
+        published.withLock { f in
             f.observed.requestsInFlight += 1
             f.observed.eventsInFlight += events
         }
@@ -80,7 +71,7 @@ extension Uploader {
         case .failure(let error) where error.code == .cancelled: answer = nil
         case .failure(let error): answer = error.code == .timeout ? .timeout : error.code == .tls ? .tls : .network
         }
-        figures.withLock { f in
+        published.withLock { f in
             f.observed.requestsInFlight -= 1
             f.observed.eventsInFlight -= events
             guard let answer else { return }
@@ -95,7 +86,7 @@ extension Uploader {
     /// process, those appended during the outage too.
     func observePause(_ reason: String, error: DeliveryError, announced: Bool = false) {
         let millis = nowMillis, at = time.now()
-        let change = figures.withLock { $0.observed.health.failed(at: at, millis: millis, reason: reason, announced: announced) }
+        let change = published.withLock { $0.observed.health.failed(at: at, millis: millis, reason: reason, announced: announced) }
         guard case .paused(let heldBack) = change else { return }
         let earlier = heldBack > 0 ? " (\(heldBack) shorter pause\(heldBack == 1 ? "" : "s") since the last report not reported)" : ""
         let message = "delivery to \(RedactedURL(configuration.url)) paused since \(Self.timestamp(millis)): \(reason); \(pendingOnDisk) events pending, kept on disk and retried with backoff\(earlier)"
@@ -106,7 +97,7 @@ extension Uploader {
     /// pending on disk, as ``observePause(_:error:announced:)`` counts them).
     func observeDelivery(events: Int) {
         let millis = nowMillis, at = time.now()
-        let change = figures.withLock { f in
+        let change = published.withLock { f in
             f.observed.lastSuccessMillis = millis
             return f.observed.health.delivered(at: at)
         }

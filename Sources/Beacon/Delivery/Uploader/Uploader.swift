@@ -68,7 +68,7 @@ public actor Uploader {
     let ioQueue = BlockingQueue(label: "beacon.uploader.io")
     /// The thread passes, flushes and drains run on (their task's executor): the send loop, the
     /// log's reads and the default transport's socket calls, without a thread hand-off per request.
-    nonisolated let passThread = IOThread(name: "beacon.uploader.pass")
+    nonisolated let passThread = IOThread(name: "beacon-uploader")
     /// Where the delivery loop's probes block while it backs off (``probeCollector()``): a probe
     /// takes at most a second, and never holds up a flush on ``passThread``.
     nonisolated let probeQueue = DispatchQueue(label: "beacon.uploader.probe")
@@ -99,25 +99,31 @@ public actor Uploader {
         let cancel: @Sendable () -> Void
     }
 
-    /// Delivery's counters; every change is copied into ``figures`` at once.
-    var counters = DeliveryStats() {
-        didSet {
-            let value = counters
-            figures.withLock { $0.counters = value }
-        }
+    /// What ``stats`` and ``metrics`` read without waiting for the actor (whose pass may wait for
+    /// as long as a request takes, or the disk stalls the checkpoint's fdatasync): the counters
+    /// and the observations live here, the window's limit is copied here whenever it changes.
+    /// Only the actor writes it.
+    nonisolated let published: Mutex<Published>
+
+    struct Published: Sendable {
+        var counters = DeliveryStats()
+        /// Answers by class, request durations, requests in flight, pauses (Uploader+Metrics.swift).
+        var observed = DeliveryObservations()
+        var requestWindow: Int
     }
-    /// The window of requests in flight, adapted to the collector (Uploader+Window.swift); its
-    /// limit is copied into ``figures`` at every change.
+
+    /// The counters (kept in ``published``, so that ``stats`` is a synchronous read).
+    var counters: DeliveryStats {
+        get { published.withLock { $0.counters } }
+        set { published.withLock { $0.counters = newValue } }
+    }
+    /// The window of requests in flight, adapted to the collector (Uploader+Window.swift).
     var window: RequestWindow {
         didSet {
             let limit = window.effectiveLimit
-            figures.withLock { if $0.requestWindow != limit { $0.requestWindow = limit } }
+            published.withLock { $0.requestWindow = limit }
         }
     }
-    /// What ``stats`` and ``metrics`` report, kept up to date as delivery goes, behind a lock of its
-    /// own: a scrape reads it without waiting for this actor, whose pass may be blocked for as long
-    /// as the disk stalls (an fdatasync of the checkpoint) or a request takes.
-    nonisolated let figures: Mutex<DeliveryFigures>
     /// Callers waiting for the result of the flush that runs or is queued.
     var flushJoiners: [CheckedContinuation<FlushResult, Never>] = []
     /// The shutdown waiting for the running pass or flush to end.
@@ -187,7 +193,7 @@ public actor Uploader {
         self.requests = RequestBuilder(configuration: configuration)
         let window = RequestWindow(maximum: configuration.maxRequestsInFlight)
         self.window = window
-        self.figures = Mutex(DeliveryFigures(requestWindow: window.effectiveLimit))
+        self.published = Mutex(Published(requestWindow: window.effectiveLimit))
         self.scheduling = Mutex(Scheduling(machine: UploaderScheduler(bulkSize: configuration.flushBulkSize, interval: configuration.effectiveFlushInterval)))
         quotaDrops.opened(log)
     }
@@ -200,13 +206,14 @@ public actor Uploader {
 
     // MARK: Stats
 
-    /// Counters and state; `pendingEvents` is read from the log. Never waits for a request or the
-    /// disk: delivery keeps a copy of its figures behind a lock of their own.
+    /// Counters and state, read at once from any thread (a snapshot the uploader keeps up to
+    /// date, as ``Beacon/stats`` is; it never waits for a request or the disk); `pendingEvents` is
+    /// read from the log.
     public nonisolated var stats: DeliveryStats {
-        var stats = figures.withLock { f in
-            var stats = f.counters
-            stats.requestsInFlight = f.observed.requestsInFlight
-            stats.requestWindow = f.requestWindow
+        var stats = published.withLock { p in
+            var stats = p.counters
+            stats.requestsInFlight = p.observed.requestsInFlight
+            stats.requestWindow = p.requestWindow
             return stats
         }
         stats.pendingEvents = pendingEvents
