@@ -26,8 +26,8 @@ struct MetricsDuringStallTests {
         stall.hold()
         let flush = Task { await uploader.flush() }
         #expect(await eventually(60) { stall.stalledSyncs > 0 }, "the flush reached an fsync or fdatasync while the disk stalled")
-        let metrics = await answered(within: .seconds(30)) { await uploader.metrics }
-        let stats = await answered(within: .seconds(30)) { await uploader.stats }
+        let metrics = await answered(within: .seconds(30)) { uploader.metrics }
+        let stats = await answered(within: .seconds(30)) { uploader.stats }
         #expect(metrics != nil, "Uploader.metrics did not answer within 30 s while the disk stalled")
         #expect(stats != nil, "Uploader.stats did not answer within 30 s while the disk stalled")
         // The batch went out, and its acknowledgement is what waits: still 10 on disk.
