@@ -63,10 +63,10 @@ let package = Package(
         .target(name: "ReadmeSnippets", dependencies: ["Beacon", "BeaconLog"], path: "Tests/ReadmeSnippets"),
         // The file system with scriptable faults and a journal of every call, which the suites share.
         .target(name: "FaultInjection", dependencies: ["BeaconLog"], path: "Tests/FaultInjection"),
-        .testTarget(name: "BeaconLogTests", dependencies: ["BeaconLog", "BeaconTestSupport", "BeaconTestTraits", "FaultInjection", "beacon-test-child"]),
+        .testTarget(name: "BeaconLogTests", dependencies: ["BeaconLog", "BeaconTestSupport", "BeaconTestTraits", "beacon-test-child"]),
         .testTarget(name: "BeaconTests", dependencies: ["Beacon", "BeaconURLSession", "BeaconLog", "BeaconTesting", "BeaconTestSupport", "BeaconTestTraits", "FaultInjection", "ReadmeSnippets", "beacon-test-child", "DelayProxy"]),
         // Also the ClickHouse integration suite: it drives the built `beacon`, the test child and a tracker.
-        .testTarget(name: "BeaconCLITests", dependencies: ["Beacon", "BeaconLog", "BeaconCLI", "BeaconTesting", "BeaconTestSupport", "BeaconTestTraits", "FaultInjection", "beacon-test-child"]),
+        .testTarget(name: "BeaconCLITests", dependencies: ["Beacon", "BeaconLog", "BeaconCLI", "BeaconTesting", "BeaconTestSupport", "BeaconTestTraits", "beacon-test-child"]),
     ],
     swiftLanguageModes: [.v6]
 )
