@@ -4,7 +4,7 @@ import Glibc
 import Synchronization
 
 /// One address to connect to: a `sockaddr_in` or `sockaddr_in6` with its port.
-struct SocketAddress: Sendable {
+package struct SocketAddress: Sendable {
     let family: Int32
     private let storage: sockaddr_storage
     private let length: socklen_t
@@ -48,11 +48,11 @@ struct SocketAddress: Sendable {
 /// is. Any other name is looked up with `getaddrinfo` on a thread of its own: `getaddrinfo`
 /// cannot be interrupted, so when the deadline passes (or the request is cancelled) first, the
 /// request stops waiting and the lookup finishes alone, its result dropped.
-enum SocketResolver {
+package enum SocketResolver {
     /// Looks `host` up (blocking); the addresses in the order to try, or why there are none.
-    typealias Lookup = @Sendable (_ host: String, _ port: UInt16) -> Result<[SocketAddress], LookupFailure>
+    package typealias Lookup = @Sendable (_ host: String, _ port: UInt16) -> Result<[SocketAddress], LookupFailure>
 
-    struct LookupFailure: Error {
+    package struct LookupFailure: Error {
         var reason: String
     }
 
@@ -95,7 +95,7 @@ enum SocketResolver {
     }
 
     /// `getaddrinfo` for TCP, addresses in the order the system prefers.
-    static let system: Lookup = { host, port in
+    package static let system: Lookup = { host, port in
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
