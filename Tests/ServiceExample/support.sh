@@ -1,8 +1,8 @@
-# Sourced by test.sh, state-changes.sh and wrk-compare.sh (after BEACON is set): a work directory
-# removed at exit with the processes they started (the collector, the example as EXAMPLE_PID),
-# `start_collector OUT [PORT]`, which starts `beacon collect` on PORT (default: a free loopback
-# port) writing to OUT and sets COLLECTOR_URL, and `free_port`, which prints a port nothing
-# listens on.
+# Sourced by test.sh, state-changes.sh, wrk-compare.sh and rss-after-load.sh (after BEACON is set):
+# a work directory removed at exit with the processes they started (the collector, the example as
+# EXAMPLE_PID), `start_collector OUT [PORT]`, which starts `beacon collect` on PORT (default: a free
+# loopback port) writing to OUT and sets COLLECTOR_URL, `free_port`, which prints a port nothing
+# listens on, and `start_example MODE PORT DIR` (below).
 WORK="$(mktemp -d)"
 COLLECTOR_PID=""; EXAMPLE_PID=""
 cleanup() {
@@ -28,4 +28,18 @@ free_port() {
     (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || { echo "$port"; return; }
   done
   return 1
+}
+
+# start_example MODE PORT DIR: starts $EXAMPLE on PORT as EXAMPLE_PID, with Beacon's log in DIR
+# delivering to the collector, or without Beacon (WITHOUT_BEACON=1) when MODE is "without"; waits
+# until it answers /ok, and a second more.
+start_example() {
+  if [ "$1" = without ]; then
+    WITHOUT_BEACON=1 PORT="$2" "$EXAMPLE" >"$WORK/service.log" 2>&1 &
+  else
+    PORT="$2" BEACON_DIRECTORY="$3" BEACON_URL="$COLLECTOR_URL" "$EXAMPLE" >"$WORK/service.log" 2>&1 &
+  fi
+  EXAMPLE_PID=$!
+  for _ in $(seq 200); do curl -sf "http://127.0.0.1:$2/ok" >/dev/null && break; sleep 0.05; done
+  sleep 1
 }

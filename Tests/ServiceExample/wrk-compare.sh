@@ -9,6 +9,7 @@
 #
 #   Tests/ServiceExample/wrk-compare.sh
 #   ROUNDS=3 SECONDS_PER_RUN=10 CONNECTIONS="16 64" Tests/ServiceExample/wrk-compare.sh
+#   EXAMPLE=/path/to/ServiceExample Tests/ServiceExample/wrk-compare.sh   # a binary built elsewhere
 #
 # Builds the example in release (the first build takes several minutes on 2 cores) and `beacon`
 # (the loopback collector the tracked service delivers to, in its own process: its CPU is not the
@@ -26,10 +27,12 @@ done
 echo "building the service example (release) and beacon..."
 BUILD_LOG="$(mktemp)"
 swift build --package-path "$ROOT" --product beacon >"$BUILD_LOG" 2>&1 || { tail -30 "$BUILD_LOG"; echo "FAILED: building beacon"; exit 1; }
-swift build -c release --package-path "$HERE" >"$BUILD_LOG" 2>&1 || { tail -30 "$BUILD_LOG"; echo "FAILED: building the service example"; exit 1; }
+if [ -z "${EXAMPLE:-}" ]; then   # EXAMPLE=/path/to/ServiceExample: a binary built elsewhere (another commit's)
+  swift build -c release --package-path "$HERE" >"$BUILD_LOG" 2>&1 || { tail -30 "$BUILD_LOG"; echo "FAILED: building the service example"; exit 1; }
+  EXAMPLE="$(swift build -c release --package-path "$HERE" --show-bin-path)/ServiceExample"
+fi
 rm -f "$BUILD_LOG"
 BEACON="$(swift build --package-path "$ROOT" --show-bin-path)/beacon"
-EXAMPLE="$(swift build -c release --package-path "$HERE" --show-bin-path)/ServiceExample"
 TICKS="$(getconf CLK_TCK)"
 
 . "$HERE/support.sh"
@@ -45,14 +48,7 @@ rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
 run() {
   local mode="$1" connections="$2" port dir
   port="$(free_port)"; dir="$WORK/beacon-$mode-$connections-$RANDOM"
-  if [ "$mode" = without ]; then
-    WITHOUT_BEACON=1 PORT="$port" "$EXAMPLE" >"$WORK/service.log" 2>&1 &
-  else
-    PORT="$port" BEACON_DIRECTORY="$dir" BEACON_URL="$COLLECTOR_URL" "$EXAMPLE" >"$WORK/service.log" 2>&1 &
-  fi
-  EXAMPLE_PID=$!
-  for _ in $(seq 200); do curl -sf "http://127.0.0.1:$port/ok" >/dev/null && break; sleep 0.05; done
-  sleep 1
+  start_example "$mode" "$port" "$dir"
   local rss_start; rss_start="$(rss_kib "$EXAMPLE_PID")"
   wrk -t1 -c"$connections" -d2s "http://127.0.0.1:$port/track?id=1" >/dev/null 2>&1   # warm-up
   local cpu0 sw0 cpu1 sw1 out requests
