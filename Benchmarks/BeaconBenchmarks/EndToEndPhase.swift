@@ -62,7 +62,7 @@ enum EndToEndPhase: BenchPhase {
             _ = blockOn { await beacon.flush() }
             try collector.waitForEvents(before + n)
         } }
-        let stats = blockOn { await beacon.deliveryStats }
+        let stats = beacon.deliveryStats
         _ = blockOn { await beacon.shutdown(timeout: .seconds(5)) }
         guard let accepted = try collector.stats()?.events, accepted - before == n else {
             throw BenchFailure("endtoend: the collector accepted \(String(describing: try? collector.stats())) of \(n) events")

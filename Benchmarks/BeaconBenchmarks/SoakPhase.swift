@@ -55,7 +55,7 @@ enum SoakPhase: BenchPhase {
         var trace = MemoryTrace()
         let peakSampler = PeakSampler()
         let cpuBefore = TrackPhase.processCPUSeconds()
-        let requestsBefore = blockOn { await beacon.deliveryStats }.sentRequests
+        let requestsBefore = beacon.deliveryStats.sentRequests
         let start = now()
         var tracked = 0
         var nextSample = 0.0
@@ -84,7 +84,7 @@ enum SoakPhase: BenchPhase {
         let peak = peakSampler.stop()
         let cpu = TrackPhase.processCPUSeconds() - cpuBefore
         let deliveredAtEnd = try collector.stats()?.events ?? 0
-        let statsAtEnd = blockOn { await beacon.deliveryStats }
+        let statsAtEnd = beacon.deliveryStats
         let pendingAtEnd = statsAtEnd.pendingEvents
         let requestsPerSecond = Double(statsAtEnd.sentRequests - requestsBefore) / seconds
         let expected = try drain(beacon, collector, timeout: 600)

@@ -92,6 +92,9 @@ public final class BeaconLog: Sendable {
             throw BeaconLogError(.invalidArgument, "there is no log directory here; check the path", path: directory)
         }
         var held: [DirectoryLock] = []
+        // A tracker of this process released without being closed may still be closing this
+        // directory on its writer thread: its locks are free once that close ends.
+        if canWrite || canAcknowledge { BackgroundCloses.waitUntilClosed(logDirectory.path) }
         do {
             if canWrite { held.append(try DirectoryLock.acquire(.writer, directory: logDirectory, fileSystem: fs)) }
             if canAcknowledge { held.append(try DirectoryLock.acquire(.reader, directory: logDirectory, fileSystem: fs)) }

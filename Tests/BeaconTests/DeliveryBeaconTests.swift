@@ -39,8 +39,39 @@ struct DeliveryBeaconTests {
         #expect(collector.acceptedEvents.compactMap { numberedN($0) } == Array(0..<35))
         let again = await beacon.flush()
         guard case .noData = again.outcome else { Issue.record("expected noData, got \(again)"); return }
-        #expect(await beacon.deliveryStats.sentEvents == 35)
+        #expect(beacon.deliveryStats.sentEvents == 35)
         await beacon.shutdown()
+    }
+
+    /// swift-service-lifecycle's rule for libraries: `init` starts no task. The delivery loop of
+    /// a tracker nobody runs starts when there is something to deliver (the writer's first
+    /// commit, or events left by an earlier run), from the writer thread; under `run()` none.
+    @Test("init starts no task: the delivery loop starts with the first commit, or not at all under run()")
+    func initStartsNoTask() async throws {
+        let dir = DeliveryTempDir()
+        defer { dir.remove() }
+        let collector = try LoopbackCollector()
+        defer { collector.stop() }
+        let beacon = try Beacon(configuration: configuration(dir, collector))
+        let uploader = try #require(beacon.delivery.uploader)
+        func hasBackgroundLoop() -> Bool { uploader.scheduling.withLock { $0.backgroundLoop != nil } }
+        #expect(!hasBackgroundLoop(), "init started the delivery loop's task")
+        beacon.track("First")
+        #expect(await eventually(30) { hasBackgroundLoop() }, "the first commit did not start the delivery loop")
+        #expect(await eventually(30) { collector.acceptedEvents.count == 1 })
+        await beacon.shutdown()
+
+        // Under run(), attached before the first commit: no task of the tracker's own, ever.
+        let run = try Beacon(configuration: configuration(dir, collector) { $0.flushBulkSize = 1 })
+        let running = Task { await run.run() }
+        let runUploader = try #require(run.delivery.uploader)
+        #expect(await eventually(30) { runUploader.scheduling.withLock { $0.machine.loop != 0 } })
+        run.track("Second")
+        try run.sync()
+        #expect(await eventually(30) { collector.acceptedEvents.count == 2 })
+        #expect(runUploader.scheduling.withLock { $0.backgroundLoop == nil })
+        running.cancel()
+        await running.value
     }
 
     @Test("the writer's append hook triggers an upload at flushBulkSize pending events")
@@ -61,10 +92,10 @@ struct DeliveryBeaconTests {
         // a fresh clone's full suite on a loaded 2-core machine once delivered nothing within 20 s
         // (the two threads of the cooperative pool busy with other tests' blocking waits).
         let settled = await eventually(120) {
-            let pending = await beacon.deliveryStats.pendingEvents
+            let pending = beacon.deliveryStats.pendingEvents
             return pending < 20 && collector.acceptedEvents.count + Int(pending) == 45
         }
-        let pending = await beacon.deliveryStats.pendingEvents
+        let pending = beacon.deliveryStats.pendingEvents
         #expect(settled, "pending \(pending), accepted \(collector.acceptedEvents.count)")
         // One snapshot: a pass may still be delivering the rest while this reads.
         let accepted = collector.acceptedEvents
@@ -101,11 +132,11 @@ struct DeliveryBeaconTests {
         var config = configuration(dir, collector)
         config.lifecycleEvents = true
         let beacon = try Beacon(configuration: config)
-        let running = Task { try await beacon.run() }
+        let running = Task { await beacon.run() }
         for n in 0..<23 { beacon.track("Numbered", properties: ["n": .int(n)]) }
         let report = await beacon.shutdown(timeout: .seconds(60))
         guard case .drained = report.outcome else { Issue.record("expected drained, got \(report)"); return }
-        try await running.value
+        await running.value
         #expect(report.remaining == 0)
         let events = collector.acceptedEvents
         #expect(events.compactMap { numberedN($0) } == Array(0..<23))
@@ -129,9 +160,9 @@ struct DeliveryBeaconTests {
         config.shutdownGrace = .seconds(60)
         let beacon = try Beacon(configuration: config)
         for n in 0..<5 { beacon.track("Numbered", properties: ["n": .int(n)]) }
-        let running = Task { try await beacon.run() }
+        let running = Task { await beacon.run() }
         running.cancel()
-        try await running.value
+        await running.value
         #expect(collector.acceptedEvents.compactMap { numberedN($0) } == Array(0..<5))
     }
 

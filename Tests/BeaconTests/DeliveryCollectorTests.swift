@@ -91,7 +91,7 @@ struct DeliveryCollectorTests {
         let result = await up.flush()
         guard case .failed(let error) = result.outcome else { Issue.record("expected failed, got \(result)"); return }
         #expect((error as? DeliveryError)?.code == .configuration)
-        #expect(await up.stats.paused == "HTTP \(status)")
+        #expect(up.stats.paused == "HTTP \(status)")
         #expect(log.stats.pendingRecords == 5 && dir.rejectedLines.isEmpty)
         #expect(await up.flush().sent == 5)
     }
@@ -137,7 +137,7 @@ struct DeliveryCollectorTests {
             return (object?["record"] as? [String: Any])?["_track_id"] as? Int
         }
         #expect(ids == poisoned.sorted())
-        #expect(await up.stats.rejectedEvents == 4)
+        #expect(up.stats.rejectedEvents == 4)
     }
 
     @Test("Retry-After from the collector sets the next attempt")
@@ -156,7 +156,7 @@ struct DeliveryCollectorTests {
         #expect(clock.nextDeadline?.offset == .seconds(7))
         clock.advance(by: .seconds(7))
         await collector.waitForRequests(count: 2)
-        #expect(await eventually { await up.stats.sentEvents == 3 })
+        #expect(await eventually { up.stats.sentEvents == 3 })
         _ = await up.shutdown()
     }
 

@@ -208,7 +208,7 @@ struct DeliveryErrorCauseTests {
         }
         shown += diagnostics.all.withLock { $0.map { "\($0) \(String(describing: $0.deliveryError)) \($0.deliveryError?.answer ?? "")" } }
         shown += dir.rejectedLines
-        shown.append(String(describing: await uploader.stats))
+        shown.append(String(describing: uploader.stats))
         #expect(shown.contains { $0.contains("***") }, "the echo is still shown, masked: \(shown)")
         for text in shown {
             for secret in Self.secrets {

@@ -73,7 +73,7 @@ struct DeliveryIsolationTests {
         #expect(object["status"] as? Int == 500)
         #expect((object["reason"] as? String)?.contains(clickHouseParseError) == true, "\(line)")
         #expect((object["record"] as? [String: Any])?["_track_id"] as? Int == poison)
-        #expect(await uploader.stats.rejectedEvents == 1)
+        #expect(uploader.stats.rejectedEvents == 1)
         #expect(sink.all.contains { $0.contains("set aside 1 event") && $0.contains("CANNOT_PARSE_INPUT") })
         #expect(clock.now.offset < .seconds(60), "isolated after the backoffs of K = 3 failed attempts, not at the deadline")
     }
@@ -153,7 +153,7 @@ struct DeliveryIsolationTests {
         guard case .drained = result.outcome else { Issue.record("expected drained, got \(result)"); return }
         #expect(dir.rejectedLines.isEmpty)
         #expect(collector.acceptedIDs == Array(0..<30))
-        #expect(await uploader.stats.rejectedEvents == 0)
+        #expect(uploader.stats.rejectedEvents == 0)
         #expect(collector.transport.requests.count > 4, "it retried")
     }
 

@@ -72,7 +72,7 @@ struct DeliveryLossTests {
         #expect(report.droppedTotal == dropped)
         #expect(report.description.contains("dropped \(dropped)"), "\(report)")
         #expect(rest.dropped[.quotaDeleted] == dropped)
-        #expect(await beacon.deliveryStats.droppedEvents == dropped)
+        #expect(beacon.deliveryStats.droppedEvents == dropped)
         // One diagnostic for the first drop (later ones are rate-limited), naming the quota.
         let drops = diagnostics.all.filter { $0.hasPrefix("dropped") }
         #expect(drops.count == 1, "\(drops)")

@@ -58,7 +58,7 @@ struct DeliveryRedactionTests {
     /// Every string the tracker shows about delivery: diagnostics, the flush result, its error,
     /// delivery stats and the tracker's stats.
     func shownStrings(_ beacon: Beacon, _ result: FlushResult, _ diagnostics: DiagnosticsSink) async -> [String] {
-        let stats = await beacon.deliveryStats
+        let stats = beacon.deliveryStats
         var shown = diagnostics.all
         shown += [result.description, "\(result.outcome)", String(describing: stats), String(describing: beacon.stats)]
         if case .failed(let error) = result.outcome { shown += ["\(error)", String(describing: error), error.localizedDescription] }

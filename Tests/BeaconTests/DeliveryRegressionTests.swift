@@ -24,7 +24,7 @@ import BeaconTesting
         let result = await uploader.flush()
         #expect(result.outcome.isComplete, "\(result)")
         #expect(dir.rejectedLines.count == 4)
-        #expect(await uploader.stats.expiredEvents == 4)
+        #expect(uploader.stats.expiredEvents == 4)
     }
 
     /// A flush without a deadline asleep until a Retry-After must not hold shutdown past its deadline,

@@ -34,7 +34,7 @@ struct DeliveryUploaderTests {
             #expect(request.method == "POST")
         }
         #expect(Set(requests.compactMap { $0.headers["Idempotency-Key"] }).count == 3)
-        let stats = await uploader.stats
+        let stats = uploader.stats
         #expect(stats.sentEvents == 25 && stats.sentRequests == 3 && stats.pendingEvents == 0)
         #expect(log.checkpoint.seq == 25)
     }
@@ -62,12 +62,12 @@ struct DeliveryUploaderTests {
             clock.advance(by: .milliseconds(1))
         }
         await transport.waitForRequests(count: 4)
-        #expect(await eventually { await uploader.stats.sentEvents == 5 })
+        #expect(await eventually { uploader.stats.sentEvents == 5 })
         let requests = transport.requests
         #expect(Set(requests.compactMap { $0.headers["Idempotency-Key"] }).count == 1)
         #expect(requests.map { $0.headers["X-Beacon-Retry"] } == ["0", "1", "2", "3"])
         #expect(requests.map(\.body) == Array(repeating: requests[0].body, count: 4), "the same bytes every attempt")
-        let stats = await uploader.stats
+        let stats = uploader.stats
         #expect(stats.consecutiveFailures == 0); #expect(stats.failedRequests == 3); #expect(stats.retries == 3); #expect(stats.sentEvents == 5)
         _ = await uploader.shutdown()
     }
@@ -115,7 +115,7 @@ struct DeliveryUploaderTests {
             clock.advance(by: .seconds(seconds))
         }
         await transport.waitForRequests(count: 2)
-        #expect(await eventually { await uploader.stats.pendingEvents == 0 })
+        #expect(await eventually { uploader.stats.pendingEvents == 0 })
         _ = await uploader.shutdown()
     }
 
@@ -135,7 +135,7 @@ struct DeliveryUploaderTests {
         #expect((error as? DeliveryError)?.code == .configuration)
         #expect((error as? DeliveryError)?.status == status)
         #expect(result.sent == 0 && result.remaining == 12)
-        let stats = await uploader.stats
+        let stats = uploader.stats
         #expect(stats.paused == "HTTP \(status)")
         #expect(sink.all.count == 1 && sink.all[0].contains("\(status)"))
         #expect(!sink.all.joined().contains("top-secret"), "headers are never logged")
@@ -147,9 +147,9 @@ struct DeliveryUploaderTests {
         await transport.waitForRequests(count: 2)
         await clock.waitForSleepers(count: 1)
         clock.advanceToNextDeadline()
-        #expect(await eventually { let s = await uploader.stats; return s.sentEvents == 12 && s.paused == nil })
+        #expect(await eventually { let s = uploader.stats; return s.sentEvents == 12 && s.paused == nil })
         #expect(transport.requests.dropFirst(2).flatMap { trackIDs(in: $0) } == Array(0..<12))
-        #expect(await uploader.stats.paused == nil)
+        #expect(uploader.stats.paused == nil)
         #expect(sink.all.last?.contains("resumed") == true)
         _ = await uploader.shutdown()
     }
@@ -177,7 +177,7 @@ struct DeliveryUploaderTests {
         let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
         #expect((object["record"] as? [String: Any])?["_track_id"] as? Int == poison)
         #expect(result.sent == 9 && result.remaining == 0)
-        #expect(await uploader.stats.rejectedEvents == 1)
+        #expect(uploader.stats.rejectedEvents == 1)
     }
 
     @Test("400 with two refused events anywhere sets both aside", arguments: [(0, 9), (3, 4), (1, 8), (5, 6)])
@@ -214,7 +214,7 @@ struct DeliveryUploaderTests {
         #expect(accepted.allSatisfy { trackIDs(in: $0).count <= fitting })
         let rejected = dir.rejectedLines
         #expect(rejected.count == 1 && rejected[0].contains(#""status":413"#) && rejected[0].contains("999"))
-        #expect(await uploader.stats.splits > 0)
+        #expect(uploader.stats.splits > 0)
     }
 
     @Test("the count trigger flushes at flushBulkSize pending events, not before")
@@ -239,7 +239,7 @@ struct DeliveryUploaderTests {
         try log.append(deliveryEvent(99))
         uploader.recordsAppended()
         await transport.waitForRequests(count: 2)
-        #expect(await eventually { await uploader.stats.pendingEvents == 0 })
+        #expect(await eventually { uploader.stats.pendingEvents == 0 })
         #expect(transport.requests.flatMap { trackIDs(in: $0) } == Array(0..<100))
         #expect(await eventually { uploader.scheduling.withLock { $0.machine.unsent == 0 && !$0.machine.armed } })
         _ = await uploader.shutdown()
@@ -340,7 +340,7 @@ struct DeliveryUploaderTests {
         #expect(transport.requests.flatMap { trackIDs(in: $0) } == Array(4..<10))
         let lines = dir.rejectedLines
         #expect(lines.count == 4 && lines.allSatisfy { $0.contains(#""reason":"expired""#) })
-        #expect(await uploader.stats.expiredEvents == 4)
+        #expect(uploader.stats.expiredEvents == 4)
         #expect(log.stats.pendingRecords == 0)
     }
 
@@ -374,6 +374,6 @@ struct DeliveryUploaderTests {
         let transport = InMemoryTransport(replies: [.status(200, headers: ["Date": ahead])])
         let uploader = try Uploader(log: log, configuration: testDelivery(), transport: transport, clock: ManualClock(), now: { Date(timeIntervalSince1970: 1_800_000_000) })
         _ = await uploader.flush()
-        #expect(await uploader.stats.clockSkew == .milliseconds(90_500))
+        #expect(uploader.stats.clockSkew == .milliseconds(90_500))
     }
 }

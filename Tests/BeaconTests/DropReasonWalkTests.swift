@@ -37,7 +37,7 @@ struct DropReasonWalkTests {
     /// Shuts the tracker down and gathers what the user reads.
     static func seen(_ beacon: Beacon, _ diagnostics: DiagnosticsCollector, _ dir: String, report: FlushResult? = nil) async -> Seen {
         let stats = beacon.stats
-        let delivery = await beacon.deliveryStats
+        let delivery = beacon.deliveryStats
         let shutdown = await beacon.shutdown()
         try? FileManager.default.removeItem(atPath: dir)
         return Seen(stats: stats, report: report ?? shutdown, delivery: delivery, diagnostics: diagnostics.all)

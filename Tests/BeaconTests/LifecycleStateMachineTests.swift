@@ -1,3 +1,4 @@
+import Synchronization
 import Testing
 @testable import Beacon
 
@@ -34,29 +35,67 @@ struct LifecycleStateMachineTests {
     static func expected(_ state: Life.State, _ input: Life.Input) -> (Life.Action, Life.State) {
         switch (state, input) {
         case (.open, .run): return (.deliver, .running)
-        case (.open, .runCancelled): return (.none, .open)
+        case (.open, .runCancelled): return (invalid(state, input), .open)
         case (.open, .close), (.running, .close): return (.end(.close), .ending(.close))
         case (.open, .shutdown(let d)), (.running, .shutdown(let d)): return (.end(.shutdown(deadline: d)), .ending(.shutdown(deadline: d)))
-        case (.open, .ended), (.running, .ended): return (.none, state)
+        case (.open, .ended), (.running, .ended): return (invalid(state, input), state)
         case (.running, .run): return (.waitForEnd, .running)
         case (.running, .runCancelled): return (.end(.shutdown(deadline: grace)), .ending(.shutdown(deadline: grace)))
         case (.ending, .run), (.ending, .close), (.ending, .shutdown): return (.waitForEnd, state)
         case (.ending, .runCancelled): return (.none, state)
         case (.ending, .ended): return (.resumeWaiters, .closed)
         case (.closed, .run), (.closed, .close), (.closed, .shutdown): return (.report, .closed)
-        case (.closed, .runCancelled), (.closed, .ended): return (.none, .closed)
+        case (.closed, .runCancelled): return (.none, .closed)
+        case (.closed, .ended): return (invalid(state, input), .closed)
         }
+    }
+
+    /// The action of an impossible input: it names the machine, the state and the input.
+    static func invalid(_ state: Life.State, _ input: Life.Input) -> Life.Action {
+        .invalid(InvalidTransition(machine: "TrackerLifecycle", state: "\(state)", input: "\(input)"))
+    }
+
+    /// Runs `body` with invalid transitions recorded instead of stopping the (debug) test run.
+    static func recordingInvalidTransitions<T>(_ body: () throws -> T) rethrows -> (T, [InvalidTransition]) {
+        let recorded = Mutex<[InvalidTransition]>([])
+        let result = try InvalidTransition.$recorder.withValue({ transition in recorded.withLock { $0.append(transition) } }) { try body() }
+        return (result, recorded.withLock { $0 })
     }
 
     @Test("tracker lifecycle: every state × every input gives the table's action and next state", arguments: lifeStates)
     func trackerLifecycleTable(state: Life.State) {
         for input in Self.lifeInputs {
             var life = Self.life(in: state)
-            let action = life.handle(input)
+            let (action, recorded) = Self.recordingInvalidTransitions { life.handle(input) }
             let (wantAction, wantState) = Self.expected(state, input)
             #expect(action == wantAction, "\(state) + \(input)")
             #expect(life.state == wantState, "\(state) + \(input)")
+            // An impossible input fails loudly (the recorder stands in for assertionFailure), once.
+            if case .invalid(let transition) = wantAction {
+                #expect(recorded == [transition], "\(state) + \(input)")
+            } else {
+                #expect(recorded.isEmpty, "\(state) + \(input)")
+            }
         }
+    }
+
+    /// The cells the table marks invalid are exactly these four, and each message names the
+    /// machine, the state and the input, for the report a release build makes.
+    @Test("tracker lifecycle: an impossible input fails loudly, naming the state and the input")
+    func trackerLifecycleInvalidInputsFail() {
+        var failed: [String] = []
+        for state in Self.lifeStates {
+            for input in Self.lifeInputs {
+                var life = Self.life(in: state)
+                let (_, recorded) = Self.recordingInvalidTransitions { life.handle(input) }
+                for transition in recorded {
+                    #expect(transition.description.contains("TrackerLifecycle") && transition.description.contains("\(state)") && transition.description.contains("\(input)"))
+                    #expect(transition.diagnostic.kind == .internalError)
+                    failed.append("\(transition.state) + \(transition.input)")
+                }
+            }
+        }
+        #expect(failed == ["open + runCancelled", "open + ended", "running + ended", "closed + ended"])
     }
 
     /// The ending a sequence of inputs must lead to: the first close or shutdown, or the
@@ -75,11 +114,37 @@ struct LifecycleStateMachineTests {
         return nil
     }
 
+    /// The shell's half: what a release build does instead of stopping. The input changes nothing
+    /// and the diagnostics handler hears of it.
+    @Test("a tracker fed an impossible input reports an internalError diagnostic and carries on")
+    func trackerReportsInvalidTransition() async throws {
+        let diagnostics = DiagnosticsCollector()
+        try await withTrackerDirectoryOffPool { dir in
+            let beacon = try Beacon(configuration: .testing(dir, diagnostics: diagnostics))
+            let (action, recorded) = Self.recordingInvalidTransitions { beacon.lifecycle(.ended).action }
+            guard case .invalid = action else {
+                Issue.record("ended on an open tracker: \(action)")
+                return
+            }
+            #expect(recorded.count == 1)
+            let reported = diagnostics.all.filter { $0.kind == .internalError }
+            #expect(reported.count == 1 && reported.first?.message.contains("TrackerLifecycle received ended in state open") == true, "\(diagnostics.all)")
+            beacon.track("StillOpen")
+            beacon.closeNow()
+            #expect(try readObjects(dir).count == 1)
+        }
+    }
+
     /// Every order of three inputs (endings and runs), with the ending's work done after each
     /// point: one ending at most, the one `firstEnding` names; the others wait for it, or get its
     /// report once it is done; only the first run delivers.
     @Test("tracker lifecycle: in every order of endings and runs the first ending decides, once; the others wait or get its report")
     func everyOrderOfEndings() {
+        // A cancellation before any run() is impossible: recorded, and checked below.
+        _ = Self.recordingInvalidTransitions { Self.everyOrderOfEndingsBody() }
+    }
+
+    static func everyOrderOfEndingsBody() {
         let inputs: [Life.Input] = [.run, .runCancelled, .close, .shutdown(deadline: .seconds(1)), .shutdown(deadline: nil)]
         for a in inputs {
             for b in inputs {
@@ -103,6 +168,7 @@ struct LifecycleStateMachineTests {
                                 #expect(!delivering && ends.isEmpty, "\(sequence) at \(i)")
                                 delivering = true
                             case .none: #expect(input == .runCancelled, "\(sequence) at \(i)")
+                            case .invalid: #expect(input == .runCancelled && !delivering && ends.isEmpty, "\(sequence) at \(i)")
                             case .resumeWaiters: Issue.record("only .ended resumes waiters")
                             }
                         }
@@ -187,6 +253,18 @@ struct LifecycleStateMachineTests {
         }
     }
 
+    /// ``feed(_:_:)`` with an impossible input's action (``UploaderScheduler/PassAction/invalid(_:)``)
+    /// as "invalid", and whether it failed loudly (recorded, in place of assertionFailure).
+    static func feedRecording(_ s: inout Scheduler, _ input: Input) -> (AnyHashable, failed: Bool) {
+        let (action, recorded) = recordingInvalidTransitions { feed(&s, input) }
+        if let pass = action.base as? Scheduler.PassAction, case .invalid(let transition) = pass {
+            #expect(recorded == [transition])
+            return ("invalid", true)
+        }
+        #expect(recorded.isEmpty)
+        return (action, false)
+    }
+
     /// The scheduler's table, as data: (state, input) → (action, next state).
     static func expected(_ named: Named, _ input: Input) -> (AnyHashable, Scheduler.State) {
         typealias Loop = Scheduler.LoopAction
@@ -214,7 +292,9 @@ struct LifecycleStateMachineTests {
             case .sending: return (Pass.none, input == .passFailed ? .backingOff(until: .seconds(20)) : .idle)
             case .sendingFlushQueued: return (Pass.startQueuedFlush, .flushing)
             case .waitingForPass: return (Pass.resumeShutdown, .shuttingDown(.draining))
-            default: return (Pass.none, state)
+            case .stopped: return (Pass.none, state)
+            // No background pass runs in these states: its end cannot come.
+            default: return ("invalid", state)
             }
         case .flush:
             switch named {
@@ -227,7 +307,9 @@ struct LifecycleStateMachineTests {
             switch named {
             case .flushing: return (Pass.wakeLoop, .idle)
             case .waitingForFlush: return (Pass.resumeShutdown, .shuttingDown(.draining))
-            default: return (Pass.none, state)
+            case .stopped: return (Pass.none, state)
+            // No flush runs in these states: its end cannot come.
+            default: return ("invalid", state)
             }
         case .shutdown:
             switch named {
@@ -255,7 +337,7 @@ struct LifecycleStateMachineTests {
     func schedulerTable(named: Named) {
         for input in Input.allCases {
             var s = Self.scheduler(in: named)
-            let action = Self.feed(&s, input)
+            let (action, _) = Self.feedRecording(&s, input)
             let (wantAction, wantState) = Self.expected(named, input)
             #expect(action == wantAction, "\(named) + \(input)")
             #expect(s.state == wantState, "\(named) + \(input)")

@@ -39,7 +39,7 @@ struct LifecycleTests {
         // 2-core machine (CI's full suite) has stalled it past 5 s, leaving events on disk.
         let grace = Duration.seconds(30)
         let beacon = try Beacon(configuration: Self.configuration(dir, url: collector.url, grace: grace) { $0.flushBulkSize = 10 })
-        let running = Task { try await beacon.run() }
+        let running = Task { await beacon.run() }
         #expect(await eventually { beacon.life.withLock { $0.state.machine.state == .running } })
         for n in 0..<40 { beacon.track("Numbered", properties: ["n": .int(n)]) }
         // Delivered by run()'s loop (the count trigger), not by an ending.
@@ -48,7 +48,7 @@ struct LifecycleTests {
         let clock = ContinuousClock()
         let began = clock.now
         running.cancel()
-        try await running.value
+        await running.value
         let elapsed = began.duration(to: clock.now)
         #expect(elapsed < grace + .seconds(10), "\(elapsed): within the grace (30 s), allowing for a loaded machine")
         #expect(collector.acceptedEvents.compactMap { numberedN($0) } == Array(0..<57), "everything tracked, once, in order")
@@ -70,7 +70,7 @@ struct LifecycleTests {
         let clock = ContinuousClock()
         var began = clock.now
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await beacon.run() }
+            group.addTask { await beacon.run() }
             try await Task.sleep(for: .milliseconds(100))
             began = clock.now
             group.cancelAll()
@@ -103,9 +103,9 @@ struct LifecycleTests {
             case .shutdown:
                 return await beacon.shutdown(timeout: .seconds(60))
             case .cancelledRun:
-                let running = Task { try await beacon.run() }
+                let running = Task { await beacon.run() }
                 running.cancel()
-                try await running.value
+                await running.value
                 return nil
             }
         }

@@ -43,7 +43,7 @@ struct LighttpdTests {
         #expect(result.outcome.isComplete && result.sent == 95 && result.remaining == 0, "\(result)")
         #expect(Self.received(server) == Array(0..<95), "once each, in order")
         #expect(server.keys.count == 10 && Set(server.keys).count == 10, "10 requests (10, 10, … 5 events), each with its own key; none sent twice: \(server.keys)")
-        let stats = await (try #require(beacon.delivery.uploader)).stats
+        let stats = try #require(beacon.delivery.uploader).stats
         // Requests pipelined behind the 3rd answer went unanswered (lighttpd closes): sent again once,
         // and from then on one request at a time for this server.
         #expect(stats.failedRequests == 0 && stats.retries <= 8, "a connection lighttpd closed after its 3rd answer is never reused: \(stats)")
@@ -67,7 +67,7 @@ struct LighttpdTests {
         }
         #expect(Self.received(server) == Array(0..<30))
         #expect(server.keys.count == 3 && Set(server.keys).count == 3, "one request per flush, none repeated: \(server.keys)")
-        let stats = await (try #require(beacon.delivery.uploader)).stats
+        let stats = try #require(beacon.delivery.uploader).stats
         #expect(stats.failedRequests == 0, "a connection the server closed while idle is not an error: \(stats)")
         await beacon.close()
     }
@@ -88,7 +88,7 @@ struct LighttpdTests {
         let result = await beacon.flush(timeout: .seconds(30))
         #expect(result.remaining == 0, "\(result)")
         #expect(Self.received(server) == Array(0..<24).filter { $0 != 13 }, "every other event, once, in order")
-        let stats = await (try #require(beacon.delivery.uploader)).stats
+        let stats = try #require(beacon.delivery.uploader).stats
         #expect(stats.rejectedEvents == 1 && stats.splits >= 3, "8 → 4 → 2 → 1, then the event alone is set aside: \(stats)")
         #expect(Set(server.keys).count == server.keys.count, "no batch answered 200 was sent again: \(server.keys)")
         await beacon.close()

@@ -59,7 +59,7 @@ struct QuotaInDoubtTests {
         let uploader = try Uploader(log: log, configuration: testDelivery(batch: 10), transport: transport, clock: ManualClock(), diagnostics: diagnostics.handler())
         let result = await uploader.flush()
         #expect(result.outcome.isComplete)
-        let stats = await uploader.stats
+        let stats = uploader.stats
         let delivered = transport.requests.flatMap { trackIDs(in: $0) }
         try log.close()
         return (0..<first, delivered, try reported(dir.path), stats)

@@ -235,7 +235,7 @@ struct ResumeProbeTests {
         config.backoff = .init(initial: .seconds(60), maximum: .seconds(60), jitter: false)
         let uploader = try Uploader(log: log, configuration: config, transport: SocketTransport(), diagnostics: { _ in })
         uploader.start()
-        #expect(await eventually { await uploader.stats.failedRequests >= 1 }, "the first pass fails: nothing listens")
+        #expect(await eventually { uploader.stats.failedRequests >= 1 }, "the first pass fails: nothing listens")
         // The outage lasts until a probe has seen the collector down (a return before the first
         // probe is not seen: the backoff runs out then, ResumeProbe's rule).
         #expect(await eventually { uploader.scheduling.withLock { $0.machine.probe.backoff?.sawDown == true } })

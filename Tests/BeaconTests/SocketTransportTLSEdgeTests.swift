@@ -16,6 +16,8 @@ struct SocketTransportTLSEdgeTests {
         case closeNotify
         /// close(2) alone: the TCP FIN without TLS's goodbye (what a forged close looks like).
         case tcpCloseOnly
+        /// close(2) right after the handshake, before reading the request (a reset mid-request).
+        case closeBeforeReading
     }
 
     /// Serves one connection on 127.0.0.1 with `certificate`: reads one request, writes `answer`,
@@ -52,6 +54,7 @@ struct SocketTransportTLSEdgeTests {
                 defer { SSL_free(ssl) }
                 SSL_set_fd(ssl, fd)
                 guard SSL_accept(ssl) == 1 else { return }  // the client refused the certificate
+                if ending == .closeBeforeReading { return }
                 var request: [UInt8] = []
                 var buffer = [UInt8](repeating: 0, count: 4096)
                 while !Self.holdsWholeRequest(request) {
@@ -103,6 +106,21 @@ struct SocketTransportTLSEdgeTests {
         _ = try TLSTestServer.run(openssl, ["x509", "-req", "-in", "\(base).csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-set_serial", "\(Int.random(in: 1000...999_999))",
                                             "-out", "\(base).pem", "-days", "2", "-extfile", "\(base).ext"], in: pki.directory)
         return ("\(pki.directory)/\(base).pem", "\(pki.directory)/\(base).key")
+    }
+
+    /// TLS writes through Beacon's own socket BIO (`send` with `MSG_NOSIGNAL`; OpenSSL's own uses
+    /// write(2)); in a child whose SIGPIPE is at its default action, as this test process's is not.
+    @Test("a TLS server closing mid-request does not kill a process whose SIGPIPE is at its default action")
+    func tlsClosedMidRequestRaisesNoSIGPIPE() async throws {
+        let pki = try Self.pki()
+        for _ in 0..<2 {
+            let server = try OneShotTLSServer(certificate: pki.certificate("good"), key: pki.key("good"), answer: Self.okAnswer, ending: .closeBeforeReading)
+            defer { server.stop() }
+            let ran = try await SocketTransportTests.runSendChild([server.url.absoluteString, String(16 << 20), "1", pki.caFile])
+            #expect(ran.ending == .exited(0), "\(ran.ending): \(ran.output)")
+            // A reset mid-record reads as a broken connection (network); what matters is the exit.
+            #expect(ran.output.contains("error network") || ran.output.contains("error tls"), "\(ran.output)")
+        }
     }
 
     static let okAnswer = "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n"

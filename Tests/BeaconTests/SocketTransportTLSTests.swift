@@ -152,7 +152,7 @@ struct SocketTransportTLSTests {
             #expect(error.code == .configuration, "\(error)")
             #expect("\(error)".contains("unable to get local issuer certificate"), "\(error)")
             #expect(result.sent == 0 && result.remaining == 7)
-            #expect(await refused.stats.paused == "TLS")
+            #expect(refused.stats.paused == "TLS")
             #expect(reports.withLock { $0.count } == 1, "reported once: \(reports.withLock { $0 })")
             _ = await refused.shutdown(timeout: .zero)
             let trusting = try Uploader(log: log, configuration: configuration, transport: try SocketTransport(tls: TLSConfiguration(caFile: server.pki.caFile)), diagnostics: { _ in })

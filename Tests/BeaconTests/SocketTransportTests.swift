@@ -5,6 +5,7 @@ import Synchronization
 import Testing
 @testable import Beacon
 import BeaconTesting
+import BeaconTestSupport
 
 /// `SocketTransport`: Beacon's own HTTP/1.1 client, against the loopback collector and against
 /// servers that misbehave on purpose.
@@ -283,6 +284,23 @@ struct SocketTransportTests {
         // Usually "lost (Connection reset by peer) before any answer"; what the kernel reports
         // first (the reset, the closed pipe) depends on timing, the URL in it does not.
         #expect(error?.message.contains(server.url.host ?? "?") == true, "\(String(describing: error))")
+    }
+
+    /// In a child process whose SIGPIPE is at its default action: in this test process SIGPIPE is
+    /// ignored, so only a child can tell an EPIPE from a signal that kills.
+    @Test("a server closing mid-request does not kill a process whose SIGPIPE is at its default action")
+    func closedMidRequestRaisesNoSIGPIPE() async throws {
+        let server = try ScriptedServer { connection, _ in connection.close() }
+        defer { server.stop() }
+        let ran = try await Self.runSendChild([server.url.absoluteString, String(16 << 20), "2"])
+        #expect(ran.ending == .exited(0), "\(ran.ending): \(ran.output)")
+        #expect(ran.output.components(separatedBy: "\n").filter { $0.hasPrefix("error network") }.count == 2, "\(ran.output)")
+    }
+
+    /// `beacon-test-child send ARGUMENTS`, run to its end off the cooperative pool.
+    static func runSendChild(_ arguments: [String]) async throws -> (ending: SpawnedProcess.Ending, output: String) {
+        let child = try testChildPath()
+        return try await BlockingQueue.run { Result { try SpawnedProcess.run(child, ["send"] + arguments) } }.get()
     }
 
     @Test("a server that stops reading times the write out at the deadline")

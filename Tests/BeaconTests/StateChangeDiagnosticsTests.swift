@@ -42,7 +42,7 @@ struct StateChangeDiagnosticsTests {
         down.store(false, ordering: .relaxed)
         clock.advanceToNextDeadline()
         let total = appended
-        #expect(await eventually { await uploader.stats.sentEvents == UInt64(total) })
+        #expect(await eventually { uploader.stats.sentEvents == UInt64(total) })
         _ = await uploader.shutdown()
         let lines = diagnostics.withLock { $0 }
         let paused = lines.filter { $0.contains(" paused") && !$0.contains("resumed") }

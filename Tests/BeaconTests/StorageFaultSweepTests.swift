@@ -108,7 +108,7 @@ struct StorageFaultSweepTests {
             if !resendsAllowed {
                 #expect(delivered.count == Set(delivered).count, "\(label): sent twice: \(delivered)")
             }
-            let stats = await uploader.stats
+            let stats = uploader.stats
             // Every acceptance is counted once (a batch re-sent after a failed acknowledgement is accepted twice).
             #expect(Int(stats.sentEvents) == delivered.count, "\(label): sentEvents \(stats.sentEvents), accepted \(delivered.count)")
             #expect(Int(stats.rejectedEvents + stats.expiredEvents) == rejected.count, "\(label): counted \(stats.rejectedEvents) + \(stats.expiredEvents) set aside, file holds \(rejected.count)")

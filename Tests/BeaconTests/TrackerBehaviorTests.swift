@@ -3,6 +3,7 @@ import Synchronization
 import Testing
 @testable import Beacon
 import BeaconLog
+import FaultInjection
 
 /// Counts occurrences of `"key":` in the raw record, to show a key is written once.
 func occurrences(of key: String, in bytes: [UInt8]) -> Int {
@@ -376,6 +377,43 @@ func occurrences(of key: String, in bytes: [UInt8]) -> Int {
                 beacon.track("Work")
             }
             #expect(writerLockIsReleased(dir))
+            #expect(try readObjects(dir).map { $0["event"] as? String } == ["$AppStart", "Work", "$AppEnd"])
+        }
+    }
+
+    /// The thread that drops the last reference (a cooperative thread, maybe) must not wait for
+    /// the disk: with every fsync held up, the release returns at once and the close finishes on
+    /// the writer thread once the disk answers. A second tracker on the directory waits for it.
+    @Test func releasingATrackerDoesNotWaitForTheDisk() async throws {
+        try await withTrackerDirectoryOffPool { dir in
+            let fs = FaultyFileSystem()
+            let gate = DispatchSemaphore(value: 0)
+            var config = Beacon.Configuration.testing(dir)
+            config.lifecycleEvents = true
+            config.storage.fileSystem = fs
+            let holder = Mutex<Beacon?>(try Beacon(configuration: config))
+            try holder.withLock { beacon in
+                beacon?.track("Work")
+                try beacon?.sync()
+            }
+            fs.beforeCall = { operation, _ in
+                guard operation == .sync || operation == .syncData || operation == .syncDirectory else { return }
+                gate.wait()
+                gate.signal()
+            }
+            let released = DispatchSemaphore(value: 0)
+            Thread {
+                holder.withLock { $0 = nil }    // the last reference: deinit runs here
+                released.signal()
+            }.start()
+            let returned = released.wait(timeout: .now() + 60) == .success
+            gate.signal()
+            if !returned { _ = released.wait(timeout: .now() + 60) }
+            #expect(returned, "the release waited for an fsync")
+            // The close ends on the writer thread; opening again waits for it, then finds it all.
+            let again = try Beacon(configuration: .testing(dir))
+            again.closeNow()
+            fs.beforeCall = nil
             #expect(try readObjects(dir).map { $0["event"] as? String } == ["$AppStart", "Work", "$AppEnd"])
         }
     }

@@ -41,7 +41,7 @@ import BeaconLog
             let beacon = try Beacon(configuration: .testing(dir))
             let returned = Atomic<Bool>(false)
             let running = Task {
-                try await beacon.run()
+                await beacon.run()
                 returned.store(true, ordering: .relaxed)
             }
             // Close only once run() is waiting.
@@ -50,7 +50,7 @@ import BeaconLog
             let didReturn = await eventually(30) { returned.load(ordering: .relaxed) }
             #expect(didReturn, "run() still waiting after close()")
             running.cancel()
-            _ = try? await running.value
+            _ = await running.value
         }
     }
 

@@ -7,6 +7,7 @@
 //   beacon-test-child deliver ... tracker + uploader to a collector (DeliverChild.swift)
 //   beacon-test-child upload ...  an uploader alone draining a backlog (UploadChild.swift)
 //   beacon-test-child stall ...   a frozen writer and a probe on the cooperative pool (StallChild.swift)
+//   beacon-test-child send ...    one request to a collector that may close mid-request (SendChild.swift)
 import Foundation
 
 let arguments = Array(CommandLine.arguments.dropFirst())
@@ -17,7 +18,8 @@ case "track": runTrackChild(Array(arguments.dropFirst()))
 case "deliver": runDeliverChild(Array(arguments.dropFirst()))
 case "upload": runUploadChild(Array(arguments.dropFirst()))
 case "stall": runStallChild(Array(arguments.dropFirst()))
+case "send": runSendChild(Array(arguments.dropFirst()))
 default:
-    FileHandle.standardError.write(Data("usage: beacon-test-child log|lock|track|deliver|upload|stall ARGS...\n".utf8))
+    FileHandle.standardError.write(Data("usage: beacon-test-child log|lock|track|deliver|upload|stall|send ARGS...\n".utf8))
     exit(64)
 }

@@ -42,14 +42,24 @@ extension Beacon.Configuration {
 }
 
 extension Beacon {
-    /// Hooks the uploader to the writer (count trigger) and starts its delivery loop in the
-    /// uploader's own task, so that a tracker nobody runs delivers: events left pending by earlier
-    /// runs at once, then by count, interval and backoff. ``run()`` takes delivery over into its
-    /// caller's task; every ending stops the loop, and ``shutdown(timeout:)`` joins it.
-    func startDelivery() {
-        guard let uploader = delivery.uploader else { return }
-        setOnAppended { pending in uploader.recordsPending(pending) }
-        uploader.start()
+    /// The writer's append hook when the tracker delivers: the count trigger, and the start of the
+    /// delivery loop, so that a tracker nobody runs delivers (by count, interval and backoff).
+    ///
+    /// `init` starts no task. The writer thread calls this after each commit, and once as it
+    /// starts when earlier runs left events pending; the first call starts the uploader's loop in
+    /// a task the uploader keeps (``Uploader/start()``), unless a ``run()`` already delivers in
+    /// its caller's task. Every ending stops the loop, and ``shutdown(timeout:)`` joins it.
+    static func deliveryTrigger(_ uploader: Uploader) -> @Sendable (UInt64) -> Void {
+        let started = Flag()
+        return { pending in
+            if !started.value.load(ordering: .relaxed), !started.value.exchange(true, ordering: .relaxed) { uploader.start() }
+            uploader.recordsPending(pending)
+        }
+    }
+
+    /// A flag a closure can keep (an `Atomic` cannot be captured).
+    final class Flag: Sendable {
+        let value = Atomic<Bool>(false)
     }
 
     /// Delivers every event tracked so far, now.
@@ -69,17 +79,16 @@ extension Beacon {
         return reportingLosses(await uploader.flush(timeout: timeout))
     }
 
-    /// Counters and state of delivery (all zero without a ``Configuration/delivery``).
+    /// Counters and state of delivery (all zero without a ``Configuration/delivery``): a
+    /// synchronous read of a snapshot, like ``stats``.
     public var deliveryStats: DeliveryStats {
-        get async {
-            guard let uploader = delivery.uploader else {
-                var stats = DeliveryStats()
-                stats.pendingEvents = log.stats.pendingRecords
-                stats.droppedEvents = quotaDrops.count(log)
-                return stats
-            }
-            return await uploader.stats
+        guard let uploader = delivery.uploader else {
+            var stats = DeliveryStats()
+            stats.pendingEvents = log.stats.pendingRecords
+            stats.droppedEvents = quotaDrops.count(log)
+            return stats
         }
+        return uploader.stats
     }
 
     /// On SIGTERM or SIGINT, shuts the tracker down with `grace` as the deadline (so the last
@@ -112,6 +121,8 @@ extension Beacon {
             signal(signo, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: signo, queue: .global())
             source.setEventHandler { [self] in
+                // Started by the signal the user asked to handle (this handler is opt-in): the
+                // shutdown is async and the dispatch handler is not.
                 Task {
                     let report = await self.shutdown(timeout: deadline)
                     next(signo, report)

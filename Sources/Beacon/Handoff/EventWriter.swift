@@ -130,6 +130,9 @@ final class EventWriter: Sendable {
         /// A test seam: while true the writer takes nothing from the queue (a stalled disk).
         var frozen = false
         var hooks: Hooks
+        /// Run by the writer thread once it has written everything and before it ends
+        /// (``EventWriter/closeInBackground(appending:then:)``).
+        var finalWork: (@Sendable () -> Void)?
         /// The writer thread, so that `close` called from a hook (on that thread) does not wait
         /// for itself.
         var writerThread: pthread_t?
@@ -373,11 +376,39 @@ final class EventWriter: Sendable {
         for waiter in abandoned { waiter.continuation.resume(returning: .dropped(reason: .closed)) }
     }
 
+    /// Stops accepting records and returns at once, without waiting: the writer thread writes
+    /// what is queued (then `last`, if given), then runs `final` and ends. For a tracker released
+    /// without being closed, whose `deinit` must not wait for the disk on the releasing thread.
+    func closeInBackground(appending last: [UInt8]?, then final: @escaping @Sendable () -> Void) {
+        let (abandoned, ended) = lock.withLock { held -> ([RoomWaiter], Bool) in
+            if held.state.finished { return ([], true) }
+            if let last, !held.state.closing { held.state.append(last) }
+            held.state.closing = true
+            held.state.finalWork = final
+            held.broadcast()
+            let abandoned = held.state.roomWaiters
+            held.state.roomWaiters = []
+            return (abandoned, false)
+        }
+        for waiter in abandoned { waiter.continuation.resume(returning: .dropped(reason: .closed)) }
+        // The thread ended already (closed before): the final work goes to the pool instead.
+        if ended { BlockingPool.shared.submit(final) }
+    }
+
     private func run() {
         var batch: [[UInt8]] = []
         batch.reserveCapacity(1024)
         EventWriter.nameCurrentThread(EventWriter.threadName)
-        lock.withLock { $0.state.writerThread = pthread_self() }
+        let initialHooks = lock.withLock { held -> Hooks in
+            held.state.writerThread = pthread_self()
+            return held.state.hooks
+        }
+        // Events earlier runs left pending: the hook hears of them as if just appended (the
+        // tracker's delivery starts on them without a task started by its init).
+        if let onAppended = initialHooks.onAppended {
+            let pending = log.stats.pendingRecords
+            if pending > 0 { onAppended(pending) }
+        }
         var admitted: [RoomWaiter] = []
         // When the next commit is due (CLOCK_MONOTONIC nanoseconds): one interval after the last.
         var nextCommit: UInt64 = 0
@@ -432,7 +463,17 @@ final class EventWriter: Sendable {
                 if held.state.waiters > 0 { held.broadcast() }
                 return held.state.hooks
             }
-            guard let hooks else { return }
+            guard let hooks else {
+                let final = lock.withLock { held -> (@Sendable () -> Void)? in
+                    defer { held.state.finalWork = nil }
+                    return held.state.finalWork
+                }
+                if let final {
+                    watch.close()
+                    final()
+                }
+                return
+            }
             for waiter in admitted { waiter.continuation.resume(returning: .queued) }
             admitted.removeAll(keepingCapacity: true)
 

@@ -7,10 +7,9 @@ import Synchronization
 /// the disk never holds one of the pool's few threads.
 ///
 /// Work on one queue runs one call at a time, in order, on a serial dispatch queue (the uploader
-/// keeps one queue for its log reads and acknowledgements). Work that may wait for other blocking
-/// work, such as closing the tracker while another close is running, uses the static
-/// `BlockingQueue.run`, which gives each call a thread of its own so that the two never wait for
-/// each other.
+/// keeps one queue for its log reads and acknowledgements). One-off work (closing a tracker,
+/// waiting for the writer thread) uses the static `BlockingQueue.run`, which runs it on
+/// ``BlockingPool/shared``: a bounded set of Beacon's own threads, not a thread per call.
 ///
 /// ```swift
 /// let io = BlockingQueue(label: "beacon.uploader.io")
@@ -54,16 +53,11 @@ struct BlockingQueue: Sendable {
         queue.async { started.finish(work()) }
     }
 
-    /// Runs `work` on a thread of its own: for work that may wait for other blocking work.
-    ///
-    /// A thread, not a dispatch queue: dispatch bounds its threads, and work that waits for
-    /// other work queued behind it would then wait forever.
+    /// Runs `work` on ``BlockingPool/shared`` (Beacon's bounded threads), suspending the calling
+    /// task meanwhile. `work` may wait for the disk or the writer thread, never for other work on
+    /// the pool.
     static func run<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
-        await withCheckedContinuation { continuation in
-            let thread = Thread { continuation.resume(returning: work()) }
-            thread.name = "beacon.blocking"
-            thread.start()
-        }
+        await BlockingPool.shared.run(work)
     }
 }
 

@@ -11,10 +11,11 @@ import Glibc
 /// directly, and the uploader reads the log on it directly.
 ///
 /// The thread starts with the first job and ends when the executor is released (the uploader
-/// keeps it; a task preferring it keeps it too).
+/// keeps it; a task preferring it keeps it too). Its name (at most 15 bytes) is the kernel's too
+/// (`top -H`, `/proc/PID/task/TID/comm`).
 ///
 /// ```swift
-/// let thread = IOThread(name: "beacon.uploader")
+/// let thread = IOThread(name: "beacon-uploader")
 /// let value = await Task(executorPreference: thread) { await work() }.value
 /// ```
 final class IOThread: TaskExecutor, @unchecked Sendable {
@@ -49,8 +50,11 @@ final class IOThread: TaskExecutor, @unchecked Sendable {
         guard start else { return }
         // The thread keeps the lock and an unowned handle on this executor: a job runs only while
         // a task that prefers this executor (and so keeps it) exists.
-        let lock = self.lock, executor = asUnownedTaskExecutor()
-        let thread = Thread { IOThread.loop(lock, executor) }
+        let lock = self.lock, executor = asUnownedTaskExecutor(), name = self.name
+        let thread = Thread {
+            EventWriter.nameCurrentThread(name)
+            IOThread.loop(lock, executor)
+        }
         thread.name = name
         thread.start()
     }

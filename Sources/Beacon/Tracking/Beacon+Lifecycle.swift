@@ -1,3 +1,4 @@
+import BeaconLog
 import Foundation
 
 /// How a tracker runs and ends: ``TrackerLifecycle`` decides, this carries it out.
@@ -19,15 +20,17 @@ extension Beacon {
     /// delivery then happens in the caller's task instead of the tracker's own background task
     /// (a tracker nobody runs delivers on its own, as before). `run()` also returns, without
     /// being cancelled, when the tracker is ended another way (``shutdown(timeout:)``,
-    /// ``close()``). It does not throw today; `throws` leaves room to report a failed start.
+    /// ``close()``). It never throws: what fails while delivering is retried, counted in
+    /// ``deliveryStats`` and reported as a diagnostic. In a service group it satisfies
+    /// `Service`'s `run() async throws` as it is.
     ///
     /// ```swift
-    /// try await withThrowingDiscardingTaskGroup { group in
-    ///     group.addTask { try await beacon.run() }
+    /// await withDiscardingTaskGroup { group in
+    ///     group.addTask { await beacon.run() }
     ///     // ... cancel the group to stop: what is pending is delivered within shutdownGrace
     /// }
     /// ```
-    public func run() async throws {
+    public func run() async {
         await deliverUntilEnded(cancelledBy: .runCancelled)
     }
 
@@ -63,7 +66,7 @@ extension Beacon {
         switch lifecycle(.close).action {
         case .end(let ending): _ = await carryOut(ending)
         case .waitForEnd: _ = await waitForEnd()
-        case .deliver, .report, .resumeWaiters, .none: break
+        case .deliver, .report, .resumeWaiters, .none, .invalid: break
         }
     }
 
@@ -74,7 +77,7 @@ extension Beacon {
         switch lifecycle(.close).action {
         case .end: closeWithoutUpload()
         case .waitForEnd: waitUntilEnded()
-        case .deliver, .report, .resumeWaiters, .none: break
+        case .deliver, .report, .resumeWaiters, .none, .invalid: break
         }
     }
 
@@ -99,10 +102,12 @@ extension Beacon {
     public func shutdown(timeout: Duration? = nil) async -> FlushResult {
         let (action, report) = lifecycle(.shutdown(deadline: timeout))
         switch action {
+        // A task of its own, awaited here: the shutdown runs to its end even if the caller is
+        // cancelled (a cancelled caller would cut its requests short and send them again).
         case .end(let ending): return await Task { await self.carryOut(ending) }.value
         // Events tracked after the end are dropped (closed): the kept report counts them too.
         case .report: if let report { return reportingLosses(report) }
-        case .deliver, .waitForEnd, .resumeWaiters, .none: break
+        case .deliver, .waitForEnd, .resumeWaiters, .none, .invalid: break
         }
         return await waitForEnd()
     }
@@ -110,8 +115,11 @@ extension Beacon {
     // MARK: The shell
 
     /// Feeds `input` to the lifecycle; returns its action and the report if the tracker has ended.
+    /// An input the machine refuses as impossible is reported here (``InvalidTransition``).
     func lifecycle(_ input: TrackerLifecycle.Input) -> (action: TrackerLifecycle.Action, report: FlushResult?) {
-        life.withLock { held in (held.state.machine.handle(input), held.state.report) }
+        let (action, report) = life.withLock { held in (held.state.machine.handle(input), held.state.report) }
+        if case .invalid(let transition) = action { configuration.diagnostics(transition.diagnostic) }
+        return (action, report)
     }
 
     /// Carries out an ending the lifecycle handed to this caller.
@@ -147,15 +155,39 @@ extension Beacon {
         return ended(reportingLosses(FlushResult(sent: 0, remaining: pending, outcome: pending == 0 ? .noData : .deadlineReached)))
     }
 
+    /// The ``TrackerLifecycle/Ending/close`` ending of a released tracker (`deinit`), without
+    /// blocking the calling thread: `$AppEnd` is queued, delivery stopped, and the writer thread
+    /// writes what is queued, fsyncs and closes the log. What the work after `deinit` needs is
+    /// captured; the tracker itself is not.
+    func closeInBackground() {
+        var appEnd: [UInt8]?
+        if configuration.lifecycleEvents {
+            appEnd = accept(RecordEncoder.Input(type: .track, event: "$AppEnd", isBeaconEvent: true, properties: [:], distinctId: nil,
+                                                durationMicroseconds: Beacon.microseconds(elapsed()), withPresets: true))
+        }
+        delivery.uploader?.stop()
+        let log = log, limiter = diagnosticLimiter, diagnostics = configuration.diagnostics
+        let directory = log.directory.path
+        BackgroundCloses.began(directory)
+        writer.closeInBackground(appending: appEnd) {
+            do { try log.sync() } catch { diagnostics(BeaconDiagnostic(kind: .storage, message: "\(error)")) }
+            do { try log.close() } catch { diagnostics(BeaconDiagnostic(kind: .storage, message: "\(error)")) }
+            limiter.flush()
+            BackgroundCloses.ended(directory)
+        }
+    }
+
     /// Records the report, closes the lifecycle and wakes every caller waiting for the end.
     func ended(_ report: FlushResult) -> FlushResult {
-        let waiters = life.withLock { held -> [CheckedContinuation<FlushResult, Never>] in
-            guard held.state.machine.handle(.ended) == .resumeWaiters else { return [] }
+        let (action, waiters) = life.withLock { held -> (TrackerLifecycle.Action, [CheckedContinuation<FlushResult, Never>]) in
+            let action = held.state.machine.handle(.ended)
+            guard action == .resumeWaiters else { return (action, []) }
             held.state.report = report
             held.broadcast()
             defer { held.state.waiters = [] }
-            return held.state.waiters
+            return (action, held.state.waiters)
         }
+        if case .invalid(let transition) = action { configuration.diagnostics(transition.diagnostic) }
         for waiter in waiters { waiter.resume(returning: report) }
         return report
     }

@@ -137,7 +137,7 @@ public final class Beacon: Sendable {
         self.counters = countersMutex
         watch.configure(log: log, report: diagnostics)
         self.writer = EventWriter(log: log, capacity: configuration.handoffBytes, backpressure: configuration.backpressure, watch: watch, hooks: EventWriter.Hooks(
-            onAppended: nil,
+            onAppended: delivery.uploader.map(Beacon.deliveryTrigger),
             onFailure: { records, reason, error in
                 if reason == .quotaExceeded { watch.quotaActed() }
                 countersMutex.withLock { c in
@@ -148,7 +148,6 @@ public final class Beacon: Sendable {
                     "the log refused \(records) records (\($0)): \(error)"
                 } ?? "the log could not write \(records) records yet; they are kept in memory: \(error)", subject: reason?.name ?? "kept"))
             }))
-        startDelivery()
         if configuration.lifecycleEvents {
             record(RecordEncoder.Input(type: .track, event: "$AppStart", isBeaconEvent: true, properties: [:], distinctId: nil,
                                        durationMicroseconds: nil, withPresets: true))
@@ -160,8 +159,15 @@ public final class Beacon: Sendable {
         try self.init(configuration: Configuration(directory: directory))
     }
 
+    /// A tracker released without being closed closes in the background: its last events
+    /// (`$AppEnd` too) are written, fsynced and the log closed on its own writer thread, never on
+    /// the thread that dropped the last reference (a cooperative thread, maybe), which does not
+    /// wait. Until then the directory stays locked; opening it again in this process waits for
+    /// that close, and so does the process's exit (up to 10 s). Close it yourself (``close()``,
+    /// ``shutdown(timeout:)``) to know when it is done and how it went.
     deinit {
-        closeNow()
+        guard case .end = lifecycle(.close).action else { return }
+        closeInBackground()
     }
 
     // MARK: Tracking
@@ -249,7 +255,7 @@ public final class Beacon: Sendable {
     }
 
     /// The record's bytes, counted as tracked; nil (reported and counted) when refused.
-    private func accept(_ input: RecordEncoder.Input) -> [UInt8]? {
+    func accept(_ input: RecordEncoder.Input) -> [UInt8]? {
         let bytes: [UInt8]
         do {
             bytes = try encode(input)

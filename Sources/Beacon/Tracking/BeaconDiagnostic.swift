@@ -36,6 +36,10 @@ public struct BeaconDiagnostic: Sendable, CustomStringConvertible {
         /// or TLS failed and uploads are paused, or they resumed; events were set aside in
         /// `rejected.jsonl`; the log or a delivery file failed (``BeaconDiagnostic/deliveryError``).
         case delivery
+        /// Beacon reached a state that cannot happen (a state machine received an input that is
+        /// impossible in its state): a bug in Beacon, to be reported with the message. Debug
+        /// builds stop at it; release builds ignore the input and report this.
+        case internalError
     }
 
     /// How serious a diagnostic is; the raw values are swift-log's `Logger.Level` names.

@@ -8,10 +8,14 @@
 ///
 /// | state | run | run cancelled | close | shutdown | ended |
 /// |---|---|---|---|---|---|
-/// | open | running; deliver | — | ending(close); end | ending(shutdown); end | — |
-/// | running | wait for the end | ending(shutdown, grace); end | ending(close); end | ending(shutdown); end | — |
+/// | open | running; deliver | invalid | ending(close); end | ending(shutdown); end | invalid |
+/// | running | wait for the end | ending(shutdown, grace); end | ending(close); end | ending(shutdown); end | invalid |
 /// | ending | wait for the end | — | wait for the end | wait for the end | closed; resume the waiters |
-/// | closed | the report | — | the report | the report | — |
+/// | closed | the report | — | the report | the report | invalid |
+///
+/// "—" ignores the input (a `run()` cancelled after another ending began). "invalid" cannot
+/// happen (only a running `run()` is cancelled; only an ending ends, once): it fails loudly
+/// (``InvalidTransition``: a debug build stops, a release build reports it and stays put).
 struct TrackerLifecycle: Hashable, Sendable {
     /// How the tracker ends.
     enum Ending: Hashable, Sendable {
@@ -56,7 +60,10 @@ struct TrackerLifecycle: Hashable, Sendable {
         case report
         /// Closed now: wake everyone waiting, with the report.
         case resumeWaiters
+        /// Nothing to do.
         case none
+        /// The input cannot happen in this state: report it (``InvalidTransition``).
+        case invalid(InvalidTransition)
     }
 
     private(set) var state: State = .open
@@ -80,7 +87,7 @@ struct TrackerLifecycle: Hashable, Sendable {
         case (.running, .runCancelled):
             state = .ending(.shutdown(deadline: runGrace))
             return .end(.shutdown(deadline: runGrace))
-        case (.open, .runCancelled), (.ending, .runCancelled), (.closed, .runCancelled):
+        case (.ending, .runCancelled), (.closed, .runCancelled):
             return .none
 
         case (.open, .close), (.running, .close):
@@ -93,8 +100,8 @@ struct TrackerLifecycle: Hashable, Sendable {
         case (.ending, .ended):
             state = .closed
             return .resumeWaiters
-        case (.open, .ended), (.running, .ended), (.closed, .ended):
-            return .none
+        case (.open, .runCancelled), (.open, .ended), (.running, .ended), (.closed, .ended):
+            return .invalid(InvalidTransition.failed("TrackerLifecycle", state: state, input: input))
         }
     }
 

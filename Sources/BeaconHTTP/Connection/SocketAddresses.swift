@@ -45,12 +45,17 @@ package struct SocketAddress: Sendable {
 ///
 /// `localhost` and names under `.localhost` are both loopback addresses, 127.0.0.1 and ::1,
 /// whatever `/etc/hosts` says (RFC 6761 §6.3, as curl does). An address literal is taken as it
-/// is. Any other name is looked up with `getaddrinfo` on a thread of its own: `getaddrinfo`
-/// cannot be interrupted, so when the deadline passes (or the request is cancelled) first, the
-/// request stops waiting and the lookup finishes alone, its result dropped.
+/// is. Any other name is looked up with `getaddrinfo` by the connection's ``Runner`` (Beacon's
+/// `BlockingPool.lookups`: bounded threads, not a thread per lookup): `getaddrinfo` cannot be
+/// interrupted, so when the deadline passes (or the request is cancelled) first, the request stops
+/// waiting and the lookup finishes alone, its result dropped; a lookup still queued when its
+/// request gave up is not made.
 package enum SocketResolver {
     /// Looks `host` up (blocking); the addresses in the order to try, or why there are none.
     package typealias Lookup = @Sendable (_ host: String, _ port: UInt16) -> Result<[SocketAddress], LookupFailure>
+
+    /// Runs a lookup on a thread that may block (the lookup is `getaddrinfo`): returns at once.
+    package typealias Runner = @Sendable (_ lookup: @escaping @Sendable () -> Void) -> Void
 
     package struct LookupFailure: Error {
         var reason: String
@@ -64,17 +69,17 @@ package enum SocketResolver {
     }
 
     /// The addresses of `host` at `port`, in the order to try them.
-    static func resolve(_ host: String, port: UInt16, lookup: @escaping Lookup, deadline: UInt64, waker: SocketWaker, isCancelled: () -> Bool) throws(SocketConnection.Failure) -> [SocketAddress] {
+    static func resolve(_ host: String, port: UInt16, lookup: @escaping Lookup, on runner: Runner, deadline: UInt64, waker: SocketWaker, isCancelled: () -> Bool) throws(SocketConnection.Failure) -> [SocketAddress] {
         if isLocalhost(host) {
             return [SocketAddress(numeric: "127.0.0.1", port: port)!, SocketAddress(numeric: "::1", port: port)!]
         }
         if let literal = SocketAddress(numeric: host, port: port) { return [literal] }
         let pending = PendingLookup()
-        let thread = Thread { [pending] in
+        defer { pending.abandon() }
+        runner { [pending] in
+            guard !pending.isAbandoned else { return }
             pending.finish(lookup(host, port))
         }
-        thread.stackSize = 256 << 10
-        thread.start()
         var fds = [pollfd(fd: pending.waker.fd, events: Int16(POLLIN), revents: 0)]
         while true {
             if let result = pending.result {
@@ -121,8 +126,13 @@ package enum SocketResolver {
     private final class PendingLookup: Sendable {
         let waker = SocketWaker()
         private let box = Mutex<Result<[SocketAddress], LookupFailure>?>(nil)
+        private let abandoned = Atomic<Bool>(false)
 
         var result: Result<[SocketAddress], LookupFailure>? { box.withLock { $0 } }
+
+        /// The request stopped waiting (answered, timed out or cancelled): a lookup not begun yet is skipped.
+        func abandon() { abandoned.store(true, ordering: .relaxed) }
+        var isAbandoned: Bool { abandoned.load(ordering: .relaxed) }
 
         func finish(_ result: Result<[SocketAddress], LookupFailure>) {
             box.withLock { $0 = result }

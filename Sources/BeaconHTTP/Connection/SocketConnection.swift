@@ -37,6 +37,8 @@ package final class SocketConnection: @unchecked Sendable {
     package private(set) var opened = 0
     /// How host names are looked up (`getaddrinfo`; tests slow it down or script it).
     package let lookup: SocketResolver.Lookup
+    /// Where lookups run (Beacon's bounded pool of lookup threads).
+    package let runLookup: SocketResolver.Runner
     /// Requests written by ``writePipelined(_:to:deadline:isCancelled:)`` and not answered yet.
     package var outstanding = 0
     /// The answers to pipelined requests, and the bytes read after the last one.
@@ -46,8 +48,9 @@ package final class SocketConnection: @unchecked Sendable {
     /// reads its next batch then, on this thread (`IOThread.runDeferred`).
     let beforeAwaitingAnswer: () -> Void
 
-    package init(maxResponseBodyBytes: Int, readBufferBytes: Int = 64 << 10, lookup: @escaping SocketResolver.Lookup = SocketResolver.system, beforeAwaitingAnswer: @escaping () -> Void = {}) {
+    package init(maxResponseBodyBytes: Int, readBufferBytes: Int = 64 << 10, lookup: @escaping SocketResolver.Lookup = SocketResolver.system, runLookup: @escaping SocketResolver.Runner, beforeAwaitingAnswer: @escaping () -> Void = {}) {
         self.lookup = lookup
+        self.runLookup = runLookup
         self.beforeAwaitingAnswer = beforeAwaitingAnswer
         waker = SocketWaker()
         parser = HTTPResponseParser(maxBodyBytes: maxResponseBodyBytes)
@@ -152,7 +155,7 @@ package final class SocketConnection: @unchecked Sendable {
 
     package func connect(_ endpoint: SocketEndpoint, deadline: UInt64, isCancelled: () -> Bool) throws(Failure) {
         let (host, port) = endpoint.connectsTo
-        let addresses = try SocketResolver.resolve(host, port: port, lookup: lookup, deadline: deadline, waker: waker, isCancelled: isCancelled)
+        let addresses = try SocketResolver.resolve(host, port: port, lookup: lookup, on: runLookup, deadline: deadline, waker: waker, isCancelled: isCancelled)
         let s = try SocketConnector.connect(addresses, deadline: deadline, waker: waker, isCancelled: isCancelled)
         var yes: Int32 = 1
         setsockopt(s, Int32(IPPROTO_TCP), TCP_NODELAY, &yes, socklen_t(MemoryLayout<Int32>.size))

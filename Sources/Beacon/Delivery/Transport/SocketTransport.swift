@@ -69,7 +69,7 @@ public final class SocketTransport: Transport {
         self.environment = environment
         // On the uploader's pass thread, what it kept for the wait for an answer (reading the next
         // batch) runs once the request is written.
-        connection = SocketConnection(maxResponseBodyBytes: maxResponseBodyBytes, lookup: lookup, beforeAwaitingAnswer: IOThread.runDeferred)
+        connection = SocketConnection(maxResponseBodyBytes: maxResponseBodyBytes, lookup: lookup, runLookup: { BlockingPool.lookups.submit($0) }, beforeAwaitingAnswer: IOThread.runDeferred)
         tls = Mutex(configuration.map { configuration in Result { () throws(TLSFailure) in try TLSContext(configuration) } })
     }
 

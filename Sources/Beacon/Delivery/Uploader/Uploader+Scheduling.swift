@@ -28,10 +28,10 @@ extension Uploader {
     /// to run ``run()`` in. ``shutdown(timeout:)`` ends and joins it, ``stop()`` ends it, and so
     /// does the uploader's release: the loop holds the uploader only while a pass runs, so an
     /// uploader dropped without ``stop()`` is freed (and its loop ends) once its pass is over.
-    /// Calling it again does nothing.
+    /// Calling it again does nothing, and so does calling it while ``run()`` delivers.
     public nonisolated func start() {
         scheduling.withLock { s in
-            guard s.backgroundLoop == nil, s.machine.state != .stopped, !s.machine.isShuttingDown else { return }
+            guard s.backgroundLoop == nil, s.machine.loop == 0, s.machine.state != .stopped, !s.machine.isShuttingDown else { return }
             let reference = WeakUploader(self)
             s.backgroundLoop = Task { [time] in await Self.runWhileReferenced(reference, time: time) }
         }
@@ -161,6 +161,8 @@ extension Uploader {
         case .resumeShutdown:
             shutdownWaiter?.resume()
             shutdownWaiter = nil
+        case .invalid(let transition):
+            report(transition.diagnostic)
         }
     }
 

@@ -68,7 +68,7 @@ public actor Uploader {
     let ioQueue = BlockingQueue(label: "beacon.uploader.io")
     /// The thread passes, flushes and drains run on (their task's executor): the send loop, the
     /// log's reads and the default transport's socket calls, without a thread hand-off per request.
-    nonisolated let passThread = IOThread(name: "beacon.uploader.pass")
+    nonisolated let passThread = IOThread(name: "beacon-uploader")
     /// Where the delivery loop's probes block while it backs off (``probeCollector()``): a probe
     /// takes at most a second, and never holds up a flush on ``passThread``.
     nonisolated let probeQueue = DispatchQueue(label: "beacon.uploader.probe")
@@ -99,11 +99,37 @@ public actor Uploader {
         let cancel: @Sendable () -> Void
     }
 
-    var counters = DeliveryStats()
+    /// What ``stats`` reads without waiting for the actor: the counters live here, the two live
+    /// figures are copied here whenever they change. Only the actor writes it.
+    nonisolated let published: Mutex<Published>
+
+    struct Published: Sendable {
+        var counters = DeliveryStats()
+        var requestsInFlight = 0
+        var requestWindow: Int
+    }
+
+    /// The counters (kept in ``published``, so that ``stats`` is a synchronous read).
+    var counters: DeliveryStats {
+        get { published.withLock { $0.counters } }
+        set { published.withLock { $0.counters = newValue } }
+    }
     /// The window of requests in flight, adapted to the collector (Uploader+Window.swift).
-    var window: RequestWindow
+    var window: RequestWindow {
+        didSet { publishLiveFigures() }
+    }
     /// Answers by class, request durations, requests in flight, pauses (Uploader+Metrics.swift).
-    var observed = DeliveryObservations()
+    var observed = DeliveryObservations() {
+        didSet { publishLiveFigures() }
+    }
+
+    private func publishLiveFigures() {
+        let inFlight = observed.requestsInFlight, limit = window.effectiveLimit
+        published.withLock { p in
+            p.requestsInFlight = inFlight
+            p.requestWindow = limit
+        }
+    }
     /// Callers waiting for the result of the flush that runs or is queued.
     var flushJoiners: [CheckedContinuation<FlushResult, Never>] = []
     /// The shutdown waiting for the running pass or flush to end.
@@ -171,7 +197,9 @@ public actor Uploader {
         self.rejectedFile = RejectedFile(directory: log.directory, fileSystem: log.configuration.fileSystem)
         self.inflightFile = InflightFile(directory: log.directory, fileSystem: log.configuration.fileSystem)
         self.requests = RequestBuilder(configuration: configuration)
-        self.window = RequestWindow(maximum: configuration.maxRequestsInFlight)
+        let window = RequestWindow(maximum: configuration.maxRequestsInFlight)
+        self.window = window
+        self.published = Mutex(Published(requestWindow: window.effectiveLimit))
         self.scheduling = Mutex(Scheduling(machine: UploaderScheduler(bulkSize: configuration.flushBulkSize, interval: configuration.effectiveFlushInterval)))
         quotaDrops.opened(log)
     }
@@ -184,13 +212,17 @@ public actor Uploader {
 
     // MARK: Stats
 
-    /// Counters and state; `pendingEvents` is read from the log.
-    public var stats: DeliveryStats {
-        var stats = counters
+    /// Counters and state, read at once from any thread (a snapshot the uploader keeps up to
+    /// date, as ``Beacon/stats`` is); `pendingEvents` is read from the log.
+    public nonisolated var stats: DeliveryStats {
+        var stats = published.withLock { p in
+            var stats = p.counters
+            stats.requestsInFlight = p.requestsInFlight
+            stats.requestWindow = p.requestWindow
+            return stats
+        }
         stats.pendingEvents = pendingEvents
         stats.droppedEvents = quotaDrops.count(log)
-        stats.requestsInFlight = observed.requestsInFlight
-        stats.requestWindow = window.effectiveLimit
         return stats
     }
 

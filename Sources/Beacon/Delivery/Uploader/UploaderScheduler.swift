@@ -14,6 +14,10 @@
 /// | shuttingDown | ignored | exit | refused | joins | cancels what runs; no drain |
 /// | stopped | ignored | exit | refused | the kept report | nothing |
 ///
+/// A pass or flush ending in a state where none can run (the end of a background pass outside
+/// `sending`, a flush's outside `flushing`; both are ignored once stopped) is an invalid
+/// transition: it fails loudly (``InvalidTransition``) and changes nothing.
+///
 /// While backing off after a failure that got no answer, the loop probes the collector
 /// (``ResumeProbe``: a connect, no request) every 500 ms and reports each with
 /// ``probeEnded(reachable:now:)``; a probe that finds the collector back after one found it down
@@ -100,6 +104,8 @@ struct UploaderScheduler: Sendable {
         case resumeShutdown
         /// Wake the loop: it may have work now.
         case wakeLoop
+        /// The input cannot happen in this state: report it (``InvalidTransition``).
+        case invalid(InvalidTransition)
     }
 
     enum StopAction: Hashable, Sendable {
@@ -229,8 +235,11 @@ struct UploaderScheduler: Sendable {
         case .shuttingDown(.waitingForPass):
             state = .shuttingDown(.draining)
             return .resumeShutdown
-        case .idle, .backingOff, .flushing, .shuttingDown, .stopped:
+        case .stopped:
             return .none
+        case .idle, .backingOff, .flushing, .shuttingDown(.waitingForFlush), .shuttingDown(.draining):
+            // A background pass runs only from `sending`, which only a shutdown or a stop leaves.
+            return .invalid(InvalidTransition.failed("UploaderScheduler", state: state, input: "loopPassEnded(\(end))"))
         }
     }
 
@@ -292,8 +301,11 @@ struct UploaderScheduler: Sendable {
         case .shuttingDown(.waitingForFlush):
             state = .shuttingDown(.draining)
             return .resumeShutdown
-        case .idle, .backingOff, .sending, .shuttingDown, .stopped:
+        case .stopped:
             return .none
+        case .idle, .backingOff, .sending, .shuttingDown(.waitingForPass), .shuttingDown(.draining):
+            // A flush runs only from `flushing`, which only a shutdown or a stop leaves.
+            return .invalid(InvalidTransition.failed("UploaderScheduler", state: state, input: "flushEnded"))
         }
     }
 

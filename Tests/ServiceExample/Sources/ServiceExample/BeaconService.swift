@@ -9,7 +9,7 @@ import ServiceLifecycle
 /// other, and Beacon's `run()` then delivers what is pending within `shutdownGrace` and returns.
 struct BeaconService: Service {
     let beacon: Beacon
-    func run() async throws { try await cancelWhenGracefulShutdown { try await beacon.run() } }
+    func run() async { await cancelWhenGracefulShutdown { await beacon.run() } }
 }
 // ServiceGroup(services: [BeaconService(beacon: beacon), httpServer], gracefulShutdownSignals: [.sigterm], logger: logger)
 

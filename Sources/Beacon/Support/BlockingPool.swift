@@ -1,0 +1,118 @@
+import Foundation
+import Glibc
+
+/// Beacon's threads for one-off blocking work from async code (closing a tracker, waiting for the
+/// writer thread; name lookups in a pool of their own): a fixed maximum of named threads, shared
+/// by every tracker and uploader in the process, never a thread per call (as NIO's
+/// `NIOThreadPool`).
+///
+/// A thread starts when work is queued and none is idle, up to ``maximumThreads``; beyond that
+/// work waits its turn, first in, first out. A thread idle for ``idleTimeout`` ends, so a process
+/// that stopped using Beacon keeps none. The threads are named `beacon-pool-N` for the kernel
+/// (`top -H`, `/proc/PID/task/TID/comm`).
+///
+/// Work queued here must never wait for other work queued here (it may wait for the disk, the
+/// writer thread, the name service): with every thread taken by such waiters, the work they wait
+/// for would never run.
+///
+/// ```swift
+/// BlockingPool.shared.submit { log.sync() }
+/// let value = await BlockingPool.shared.run { try? log.sync() }
+/// ```
+final class BlockingPool: Sendable {
+    /// The pool every tracker and uploader shares.
+    static let shared = BlockingPool(name: "beacon-pool", maximumThreads: 8)
+    /// Name lookups (`getaddrinfo`), apart: a lookup has a request's deadline, and must not wait
+    /// behind closes and fsyncs (nor they behind a name service that does not answer).
+    static let lookups = BlockingPool(name: "beacon-dns", maximumThreads: 4)
+
+    /// The most threads this pool runs at once.
+    let maximumThreads: Int
+    /// How long an idle thread waits for work before it ends.
+    let idleTimeout: Duration
+    private let name: String
+    private let lock: ConditionLock<State>
+
+    private struct State: Sendable {
+        var jobs: [@Sendable () -> Void] = []
+        var head = 0
+        var threads = 0
+        var idle = 0
+        var started = 0
+
+        mutating func take() -> (@Sendable () -> Void)? {
+            guard head < jobs.count else { return nil }
+            let job = jobs[head]
+            head += 1
+            if head == jobs.count {
+                jobs.removeAll(keepingCapacity: jobs.count <= 64)
+                head = 0
+            }
+            return job
+        }
+    }
+
+    init(name: String, maximumThreads: Int, idleTimeout: Duration = .seconds(30)) {
+        precondition(maximumThreads > 0, "a pool needs at least one thread")
+        self.name = name
+        self.maximumThreads = maximumThreads
+        self.idleTimeout = idleTimeout
+        self.lock = ConditionLock(State())
+    }
+
+    /// Threads running now (busy or idle), for tests and the thread table in DESIGN.md.
+    var threadCount: Int { lock.withLock { $0.state.threads } }
+
+    /// Queues `job`; it runs on one of the pool's threads. Returns at once.
+    func submit(_ job: @escaping @Sendable () -> Void) {
+        let number = lock.withLock { held -> Int? in
+            held.state.jobs.append(job)
+            let waiting = held.state.jobs.count - held.state.head
+            if held.state.idle >= waiting {
+                held.broadcast()
+                return nil
+            }
+            if held.state.idle > 0 { held.broadcast() }
+            guard held.state.threads < maximumThreads else { return nil }
+            held.state.threads += 1
+            held.state.started += 1
+            return (held.state.started - 1) % maximumThreads + 1
+        }
+        guard let number else { return }
+        let threadName = "\(name)-\(number)"
+        let thread = Thread { [self] in
+            EventWriter.nameCurrentThread(threadName)
+            work()
+        }
+        thread.name = threadName
+        thread.start()
+    }
+
+    /// Runs `work` on the pool and returns its result, suspending (not blocking) the calling task.
+    func run<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            submit { continuation.resume(returning: work()) }
+        }
+    }
+
+    private func work() {
+        let idleNanoseconds = UInt64(max(0, idleTimeout.nanoseconds))
+        while true {
+            let job = lock.withLock { held -> (@Sendable () -> Void)? in
+                let until = monotonicNanoseconds() + idleNanoseconds
+                while true {
+                    if let job = held.state.take() { return job }
+                    held.state.idle += 1
+                    let woken = held.wait(untilNanoseconds: until)
+                    held.state.idle -= 1
+                    if !woken, monotonicNanoseconds() >= until, held.state.head == held.state.jobs.count {
+                        held.state.threads -= 1
+                        return nil
+                    }
+                }
+            }
+            guard let job else { return }
+            job()
+        }
+    }
+}
