@@ -12,8 +12,6 @@ final class ChaosChild: @unchecked Sendable {
     /// The write end of the child's standard input, when it has a pipe there (-1 once closed).
     private(set) var input: Int32 = -1
     private var status: Int32?
-    /// When the child was started.
-    let started = Date()
     /// Set once its standard output reached end-of-file (every line it wrote was handled).
     private let outputDone = ChaosFlag()
 
@@ -96,6 +94,17 @@ final class ChaosChild: @unchecked Sendable {
     }
 
     func signal(_ signal: Int32) { if status == nil { kill(pid, signal) } }
+
+    /// Whether the child has a handler for `signal` (the `SigCgt` mask of `/proc/PID/status`).
+    /// Until it has, the signal's default action ends it: the dynamic loader and the runtime's
+    /// start-up take more than a second on a loaded machine, before any code of its own runs.
+    func catches(_ signal: Int32) -> Bool {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+              let line = text.split(separator: "\n").first(where: { $0.hasPrefix("SigCgt:") }),
+              let mask = UInt64(line.dropFirst("SigCgt:".count).trimmingCharacters(in: .whitespaces), radix: 16)
+        else { return false }
+        return mask & (1 << UInt64(signal - 1)) != 0
+    }
 
     /// The wait status once the child ended (reaping it), nil while it runs.
     func poll() -> Int32? {

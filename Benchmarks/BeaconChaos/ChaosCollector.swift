@@ -40,6 +40,9 @@ final class ChaosCollector: Sendable {
         var seen = Set<UInt64>()
         /// Every request with its events and answer, in the order decided (for ``ChaosOrder``).
         var requests: [ChaosOrder.Request] = []
+        /// When the collector answered 400 to a request holding a poison event, by event id
+        /// (milliseconds since 1970, as ``downWindows``): what a set-aside must rest on.
+        var refusals: [UInt64: [Int64]] = [:]
     }
 
     private struct State {
@@ -269,6 +272,10 @@ final class ChaosCollector: Sendable {
                 fflush(log)
             }
             if answer == .ok { record(source, ids, lines, in: &s) }
+            if answer == .badRequest {
+                let now = Self.epochMillis()
+                for id in ids where events.isPoison(id, source) { s.arrivals[source, default: Arrivals()].refusals[id, default: []].append(now) }
+            }
             return answer
         }
     }

@@ -271,10 +271,12 @@ final class ChaosRun: @unchecked Sendable {
                         if isSender { sender.stopped = true } else { tracker.stopped = true }
                     case .term:
                         // Not before the process handles SIGTERM: `beacon send` installs its
-                        // handler as it starts, the tracker child says `ready` once it has.
+                        // handler as it starts (seen in /proc: a fixed second after the spawn was
+                        // not always enough under load, and the default action ended it, 3 times
+                        // in a 4-minute run), the tracker child says `ready` once it has.
                         if isSender {
-                            let age = Date().timeIntervalSince(child.started)
-                            if age < 1 { usleep(UInt32((1 - age) * 1_000_000)) }
+                            let end = Date().addingTimeInterval(10)
+                            while !child.catches(SIGTERM) && Date() < end { usleep(5000) }
                         } else {
                             let end = Date().addingTimeInterval(10)
                             while !tracker.ready.isSet && Date() < end { usleep(5000) }
@@ -380,12 +382,33 @@ final class ChaosRun: @unchecked Sendable {
         child.signal(SIGCONT)
         child.signal(SIGTERM)
         guard let status = child.wait(timeout: 15) else {
-            problem("\(what) did not end within 15 s of SIGTERM; killed")
+            let dump = threadDump(child, name: log)
+            problem("\(what) did not end within 15 s of SIGTERM; killed\(dump.map { " (its threads then: \($0))" } ?? "")")
             _ = child.killAndReap()
             return false
         }
         if status != 0 { problem("\(what) ended with \(ChaosChild.describe(status)) after SIGTERM (expected exit 0; see \(logDir)/\(log).log)") }
         return true
+    }
+
+    /// Every thread's backtrace of `child` (`gdb -p PID -batch -ex 'thread apply all bt'`, at
+    /// most 60 s) in a file of the run's directory, whose path is returned; nil without gdb.
+    func threadDump(_ child: ChaosChild, name: String) -> String? {
+        let gdb = ["/usr/bin/gdb", "/usr/local/bin/gdb"].first { FileManager.default.isExecutableFile(atPath: $0) }
+        guard let gdb else {
+            progress("no gdb: no thread dump of \(name) \(child.pid)")
+            return nil
+        }
+        let path = "\(logDir)/\(name)-\(child.pid)-threads.txt"
+        guard let dumper = try? ChaosChild("gdb", path: gdb, arguments: ["-p", String(child.pid), "-batch", "-ex", "thread apply all bt"], errorLog: path, onLine: { line in
+            if let file = fopen(path, "a") {
+                fputs(line + "\n", file)
+                fclose(file)
+            }
+        }) else { return nil }
+        if dumper.wait(timeout: 60) == nil { _ = dumper.killAndReap() }
+        _ = dumper.waitForOutput(timeout: 5)
+        return path
     }
 
     /// The records `beacon append` said the quota dropped, over all its runs (the sum of the

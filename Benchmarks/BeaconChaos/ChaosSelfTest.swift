@@ -9,11 +9,13 @@ enum ChaosSelfTest {
         let poison = (0..<UInt64(1_000_000)).first { events.isPoison($0, .sidecar) }!
         let count = poison + 50
         let all = Array(0..<count)
-        let rejectedPoison = ChaosAccounting.SetAside(id: poison, status: 400, reason: "HTTP 400: poison", line: "poison")
+        let rejectedPoison = ChaosAccounting.SetAside(id: poison, status: 400, reason: "HTTP 400: poison", at: 1011, line: "poison")
         /// `ids` accepted one request each, after the `failed` requests (refused as said).
-        func arrivals(_ ids: [UInt64], failed: [ChaosOrder.Request] = [], mismatches: Int = 0) -> ChaosCollector.Arrivals {
+        /// The poison event refused at `refusedAt` (milliseconds since 1970).
+        func arrivals(_ ids: [UInt64], failed: [ChaosOrder.Request] = [], mismatches: Int = 0, refusedAt: [Int64] = [990]) -> ChaosCollector.Arrivals {
             var arrivals = ChaosCollector.Arrivals()
             arrivals.requests = failed
+            arrivals.refusals[poison] = refusedAt
             for id in ids {
                 arrivals.ids.append(id)
                 arrivals.seen.insert(id)
@@ -25,8 +27,8 @@ enum ChaosSelfTest {
         func account(delivered: [UInt64], dropped: Int = 0, rejected: [ChaosAccounting.SetAside] = [rejectedPoison],
                      corrupt: Int = 0, mismatches: Int = 0, interruptions: Int = 1, maxBatch: Int = 10,
                      duplicateRequests: Int = 0, outages: [ClosedRange<Int64>] = [], toolDropped: ChaosAccounting.ToolCount? = nil,
-                     inDoubt: Int = 0, named: [ClosedRange<UInt64>] = [], failed: [ChaosOrder.Request] = []) -> [String] {
-            var collected = arrivals(delivered, failed: failed, mismatches: mismatches)
+                     inDoubt: Int = 0, named: [ClosedRange<UInt64>] = [], failed: [ChaosOrder.Request] = [], refusedAt: [Int64] = [990]) -> [String] {
+            var collected = arrivals(delivered, failed: failed, mismatches: mismatches, refusedAt: refusedAt)
             collected.requestsWithDuplicates = duplicateRequests
             let status: [String: Any] = ["dropped": ["quotaDeleted": dropped, "quotaInDoubt": inDoubt], "corrupt_skipped": corrupt, "pending_records": 0]
             return ChaosAccounting.account(.sidecar, events: events, produced: [0..<count], maybe: [], arrivals: collected, status: status,
@@ -76,7 +78,11 @@ enum ChaosSelfTest {
         expect("set aside and delivered", account(delivered: all), "also delivered")
         expect("set aside twice", account(delivered: good, rejected: [rejectedPoison, rejectedPoison]), "set aside twice")
         expect("poison neither set aside nor dropped", account(delivered: good, rejected: []), "lost without being counted")
-        expect("set aside during an outage", account(delivered: good, rejected: [.init(id: poison, status: 400, reason: "HTTP 400", at: 1500, line: "x")], outages: [1000...2000]), "during an outage")
+        expect("set aside during an outage", account(delivered: good, rejected: [.init(id: poison, status: 400, reason: "HTTP 400", at: 1500, line: "x")], outages: [1000...2000], refusedAt: [990, 1400]), "during an outage")
+        // Answered 10 ms before the port closed, written down by the sender 11 ms after.
+        expect("clean, refused just before an outage", account(delivered: good, outages: [1000...2000]), nil)
+        expect("set aside without the collector's 400", account(delivered: good, refusedAt: []), "never gave it")
+        expect("set aside before the collector's 400", account(delivered: good, refusedAt: [1200]), "never gave it")
         expect("passed over", account(delivered: good, corrupt: 1), "passed over")
         // One interruption may send again the window in flight: W batches of at most 10.
         expect("duplicates within the window", account(delivered: good + good.suffix(10 * ChaosRun.window), duplicateRequests: ChaosRun.window), nil)

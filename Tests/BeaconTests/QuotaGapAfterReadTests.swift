@@ -101,6 +101,18 @@ extension QuotaGapAfterReadTests {
     /// The files the sender (a `.read` log and its uploader) writes: what a SIGKILL leaves of it.
     static let senderFiles = ["checkpoint", "delivery.inflight", "reader.counters"]
 
+    /// A sender started on `dir` after a kill, delivering everything pending to a collector that
+    /// accepts all: what it sent.
+    static func restartedSender(_ dir: String, _ config: DeliveryConfiguration) async throws -> InMemoryTransport {
+        let restarted = try QuotaInDoubtTests.reader(dir)
+        let transport = InMemoryTransport()
+        let uploader = try Uploader(log: restarted, configuration: config, transport: transport, clock: ManualClock())
+        let result = await uploader.flush()
+        #expect(result.outcome.isComplete && result.remaining == 0, "\(result)")
+        try restarted.close()
+        return transport
+    }
+
     @Test("the sender killed as it sends the first batch after a gap, or the second after the quota deleted the first too (its files as they were then, the writer going on): the restarted sender's count is still exact",
           arguments: 0..<3, (1...16).flatMap { [(batch: $0, second: false), (batch: $0, second: true)] })
     func killedAfterTheGap(dropAt request: Int, kill: (batch: Int, second: Bool)) async throws {
@@ -167,12 +179,7 @@ extension QuotaGapAfterReadTests {
             }
         }
         // The restarted sender (or, without a gap, the same one again).
-        let restarted = try QuotaInDoubtTests.reader(dir.path)
-        let again = InMemoryTransport()
-        let second = try Uploader(log: restarted, configuration: config, transport: again, clock: ManualClock())
-        let result = await second.flush()
-        #expect(result.outcome.isComplete && result.remaining == 0, "\(result)")
-        try restarted.close()
+        let again = try await Self.restartedSender(dir.path, config)
         let delivered = before.accepted.union(again.requests.flatMap { trackIDs(in: $0) })
         let dropped = try QuotaInDoubtTests.reported(dir.path)
         let total = before.appended

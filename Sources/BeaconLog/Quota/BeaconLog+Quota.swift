@@ -10,6 +10,7 @@ extension BeaconLog {
         // Without the reader lock, another process acknowledges and deletes segments: look at the
         // directory before believing the quota is reached.
         var pruned = canAcknowledge
+        var vanishedBefore: UInt64?
         while true {
             let victim = state.withLock { s -> (SegmentInfo, next: LogPosition)? in
                 guard Int64(s.diskBytes + incoming) > config.maxBytes, s.segments.count >= 2 else { return nil }
@@ -27,11 +28,22 @@ extension BeaconLog {
             // the checkpoint under it too) cannot change what counts as pending meanwhile.
             // Without the reader lock, also excluding the reader process's acknowledgements, so
             // that each record is counted once: dropped here, or delivered there (see DropExclusion).
+            var vanished = false
             let deleted = try excludingAcknowledgements { lockFile in try checkpointIO.withLock { cio in try readerIO.withLock { rio -> UInt64? in
                 guard state.withLock({ $0.segments.first?.number == oldest.number }) else { return nil }
                 // Sequence numbers of the victim's and the next segment's first records: read their first lines.
-                let firstSeqOfNext = try firstSeq(ofSegment: nextStart.segment) ?? state.withLock { $0.written.seq }
-                let firstSeqOfVictim = try firstSeq(ofSegment: oldest.number) ?? firstSeqOfNext
+                let firstSeqOfNext: UInt64, firstSeqOfVictim: UInt64
+                do {
+                    firstSeqOfNext = try firstSeq(ofSegment: nextStart.segment) ?? state.withLock { $0.written.seq }
+                    firstSeqOfVictim = try firstSeq(ofSegment: oldest.number) ?? firstSeqOfNext
+                } catch let error as BeaconLogError where error.errno == ENOENT && !canAcknowledge && vanishedBefore != oldest.number {
+                    // The reader process acknowledged and deleted it since the directory was
+                    // looked at (a drop earlier in this loop): look again, instead of failing
+                    // the append (issue 26; seen as "open failed" in a sender-kill test). Once
+                    // for a victim: a segment that stays missing is an error.
+                    vanished = true
+                    return nil
+                }
                 // Pending records lost with it: the victim's own records the checkpoint has not passed.
                 // Without the reader lock, the checkpoint on disk is the reader process's, not ours.
                 let acknowledged = canAcknowledge ? state.withLock { $0.checkpoint.seq } : checkpointSeqOnDisk()
@@ -68,7 +80,13 @@ extension BeaconLog {
                 if let lockFile { try? DropExclusion.noteDrop(of: oldest.number, in: lockFile, fs: fs) }
                 return dropped
             } } }
-            guard let deleted else { continue }
+            guard let deleted else {
+                if vanished {
+                    pruned = false
+                    vanishedBefore = oldest.number
+                }
+                continue
+            }
             if deleted > 0 { config.onDropped?(deleted) }
             try fs.syncDirectory(directory)
         }

@@ -121,6 +121,17 @@ final class InflightFile: Sendable {
         /// The collector accepted these records in this boot: a restart acknowledges them
         /// without sending them again.
         var accepted = false
+
+        /// The part of this range from `seq` on: all of it when it starts there or later, nil when
+        /// it ends before. A part cut off keeps what the range says of its records (sent,
+        /// accepted), but not its failures: those were of a request cut differently, and must not
+        /// isolate or set aside the part sent again on its own (issue 26).
+        func from(_ seq: UInt64) -> Range? {
+            let end = firstSeq + UInt64(count)
+            guard end > seq else { return nil }
+            guard firstSeq < seq else { return self }
+            return Range(firstSeq: seq, count: Int(end - seq), sends: sends, failures: 0, accepted: accepted)
+        }
     }
 
     /// The largest record count, send count or failure count a range may hold: larger ones mean

@@ -152,8 +152,10 @@ extension Uploader {
             inflightLoaded = true
             earlierInflight = inflightFile.load()
         }
-        // An earlier run's range starting here: the same events again, for the same key.
-        earlierInflight.removeAll { $0.firstSeq < checkpoint.seq }
+        // An earlier run's range starting here: the same events again, for the same key. One
+        // that began before the checkpoint (cut differently from this run's batches) keeps its
+        // part after it: a gap the quota leaves there later counts it as sent, not as never sent.
+        earlierInflight = earlierInflight.compactMap { $0.from(checkpoint.seq) }
         if savedInflight?.firstSeq != checkpoint.seq, let range = earlierInflight.first(where: { $0.firstSeq == checkpoint.seq }) {
             savedInflight = range
         }
@@ -426,11 +428,12 @@ extension Uploader {
         let last = session.batchIndex(coveringSendable: session.machine.committed + resume.count)
         let range = InflightFile.Range(firstSeq: session.firstUnacknowledgedSeq, count: last - session.ackedThrough, sends: max(1, resume.sends), failures: session.machine.resumeFailures)
         guard range != savedInflight else { return }
-        // Ranges an earlier run sent beyond this one stay listed until they are reached: a crash
-        // before then must not let the next run cut them differently.
+        // Ranges an earlier run sent beyond this one stay listed until they are reached (their
+        // part beyond it, when this batch was cut across one): a crash before then must not let
+        // the next run cut them differently, nor count what they say was accepted as never sent.
         let end = range.firstSeq + UInt64(range.count)
         var ranges = acknowledging.flatMap(\.ranges)
-            + [range] + earlierInflight.filter { $0.firstSeq >= end }
+            + [range] + earlierInflight.compactMap { $0.from(end) }
         while InflightFile.lineCount(ranges) > InflightFile.capacity { ranges.removeLast() }
         // One pwrite into the page cache, on this actor: a hop to the I/O queue and back would
         // cost more than the write, between an answer and the next request.

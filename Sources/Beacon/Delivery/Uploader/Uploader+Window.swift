@@ -254,7 +254,7 @@ extension Uploader {
     func saveWindow(_ window: [InflightFile.Range]) throws {
         guard let last = window.last else { return }
         let end = last.firstSeq + UInt64(last.count)
-        var ranges = acknowledging.flatMap(\.ranges) + window + earlierInflight.filter { $0.firstSeq >= end }
+        var ranges = acknowledging.flatMap(\.ranges) + window + earlierInflight.compactMap { $0.from(end) }
         while InflightFile.lineCount(ranges) > InflightFile.capacity { ranges.removeLast() }
         try inflightFile.save(ranges)
         savedInflight = nil
@@ -273,7 +273,8 @@ extension Uploader {
             let log = self.log, end = done.session.batch.end
             try await onIO { try log.acknowledge(through: end) }
         }
-        earlierInflight.removeAll { $0.firstSeq < done.session.batch.end.seq }
+        let end = done.session.batch.end.seq
+        earlierInflight = earlierInflight.compactMap { $0.from(end) }
     }
 
     /// Reads the answers to `behind`, the requests written after one that failed: a 2xx marks

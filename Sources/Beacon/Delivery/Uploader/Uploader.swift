@@ -24,8 +24,9 @@ import Synchronization
 /// I/O: it reads the log, sends through the transport, writes `rejected.jsonl` and
 /// `delivery.inflight`, acknowledges, and sleeps.
 ///
-/// Background passes run in one delivery loop, ``run()``, which the owner runs in a task of its
-/// own (or ``start()`` runs it in a task the uploader keeps and ``shutdown(timeout:)`` joins).
+/// Background passes run in one delivery loop, ``run(shutdownGrace:)``, which the owner runs in a
+/// task of its own and cancels to shut the uploader down, as a service's `run()` (or ``start()``
+/// runs it in a task the uploader keeps and ``shutdown(timeout:)`` joins).
 /// A pass starts when `flushBulkSize` events are pending (``recordsAppended(_:)``), every
 /// `flushInterval`, when the loop starts (events left by earlier runs) and after a backoff.
 /// ``flush(timeout:)`` and ``shutdown(timeout:)`` run in their caller's task. Nothing runs while
