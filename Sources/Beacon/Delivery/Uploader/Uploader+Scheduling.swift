@@ -172,8 +172,7 @@ extension Uploader {
         case .startQueuedFlush:
             scheduling.withLock { $0.queuedFlush.take() }?.resume(returning: true)
         case .resumeShutdown:
-            shutdownWaiter?.resume()
-            shutdownWaiter = nil
+            scheduling.withLock { $0.shutdownWaiter.take() }?.resume()
         case .invalid(let transition):
             report(transition.diagnostic)
         }

@@ -89,6 +89,8 @@ public actor Uploader {
         /// A flush waiting for the background pass to end: resumed with true to run, false when
         /// refused (shut down or stopped meanwhile).
         var queuedFlush: CheckedContinuation<Bool, Never>?
+        /// The shutdown waiting for the running pass or flush to end (``UploaderScheduler/PassAction/resumeShutdown``).
+        var shutdownWaiter: CheckedContinuation<Void, Never>?
         var lastCancelId: UInt64 = 0
         /// The probe the loop runs while backing off (``Uploader/probeCollector()``).
         var probe: ProbeCancellation?
@@ -133,8 +135,6 @@ public actor Uploader {
     }
     /// Callers waiting for the result of the flush that runs or is queued.
     var flushJoiners: [CheckedContinuation<FlushResult, Never>] = []
-    /// The shutdown waiting for the running pass or flush to end.
-    var shutdownWaiter: CheckedContinuation<Void, Never>?
     /// Callers waiting for the result of the shutdown that runs, and that result once there.
     var shutdownJoiners: [CheckedContinuation<FlushResult, Never>] = []
     var shutdownResult: FlushResult?
