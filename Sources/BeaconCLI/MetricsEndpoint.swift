@@ -8,8 +8,9 @@ enum MetricsEndpoint {
     /// is slow or the disk stalls an acknowledgement.
     static func start(_ address: String, uploader: Uploader) throws -> MetricsServer {
         do {
-            return try MetricsServer(address: address) { format in
-                uploader.metrics.prometheusText(format)
+            return try MetricsServer(address: address) { accept in
+                let format = BeaconMetrics.ExpositionFormat(accept: accept)
+                return (format.contentType, uploader.metrics.prometheusText(format))
             }
         } catch let error as MetricsServerError {
             throw CLIError(.usage, error.description)
