@@ -1,10 +1,10 @@
 import Foundation
 import Testing
 
-/// The shape of `Sources/` that issue 30 asked for, kept: the client's modules free of what sits
-/// above them, so that the loopback collector links neither the tracker nor OpenSSL
-/// (`Package.swift` draws the pipeline).
-@Suite("Sources: what each module may import")
+/// The shape of `Sources/` that issue 30 asked for, kept: no Swift file over 400 lines (split along
+/// a seam, one concern a file), and the client's modules free of what sits above them, so that the
+/// loopback collector links neither the tracker nor OpenSSL (`Package.swift` draws the pipeline).
+@Suite("Sources: file sizes and what each module may import")
 struct SourceLayoutTests {
     static let sources = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().appendingPathComponent("Sources")
@@ -18,6 +18,14 @@ struct SourceLayoutTests {
             let text = try String(contentsOf: root.appendingPathComponent(name), encoding: .utf8)
             return (directory.isEmpty ? name : directory + "/" + name, text)
         }
+    }
+
+    @Test("no Swift file in Sources/ is over 400 lines")
+    func fileSizes() throws {
+        let files = try Self.swiftFiles()
+        #expect(files.count > 100, "Sources/ was not found at \(Self.sources.path)")
+        let long = files.map { ($0.path, $0.text.utf8.count { $0 == UInt8(ascii: "\n") }) }.filter { $0.1 > 400 }
+        #expect(long.isEmpty, "over 400 lines (split along a seam: one concern a file, named for it): \(long.map { "\($0.0) \($0.1)" })")
     }
 
     @Test("the client's modules import nothing above them", arguments: [
