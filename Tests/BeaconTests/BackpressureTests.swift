@@ -30,8 +30,11 @@ import Testing
         }
         try #require(latencies.count == 40, "the child printed \(latencies.count) latencies")
         let median = latencies[20], p90 = latencies[36]
-        // Loose bounds for a loaded machine; the former default gives ≥ 100 ms nearly every time.
-        #expect(p90 < 50_000, "probe latency with a frozen writer (µs): median \(median), p90 \(p90), max \(latencies.last!)")
+        // The median, not the tail: with the former default every probe waits for a pool thread
+        // held 100 ms in `track` (median 121 ms), while a loaded machine (load 37-54, full suite
+        // runs beside it) stretches the tail of a pool that is free (p90 51-63 ms seen) but not
+        // its middle.
+        #expect(median < 60_000, "probe latency with a frozen writer (µs): median \(median), p90 \(p90), max \(latencies.last!)")
         #expect(dropped > 100, "the trackers did not run into the full hand-off: \(dropped) dropped")
     }
 
