@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import Beacon
+import BeaconTestSupport
 
 /// `track` never blocks a thread it does not own: the default drops and counts when the hand-off
 /// is full, and waiting is asked for explicitly (`trackWaitingForRoom`, which suspends, or
@@ -17,7 +18,7 @@ import Testing
     /// probe waited about that long each time (`block100ms`: median 121 ms, p90 131 ms).
     /// In a child process, whose cooperative pool no other test shares.
     @Test func aFrozenWriterDoesNotStallTheCooperativePool() async throws {
-        let child = try testChildPath()
+        let child = try childExecutablePath()
         let (latencies, dropped) = try await offPool { () -> ([Int], Int) in
             let dir = FileManager.default.temporaryDirectory.appendingPathComponent("beacon-frozen-\(UUID().uuidString)").path
             defer { try? FileManager.default.removeItem(atPath: dir) }

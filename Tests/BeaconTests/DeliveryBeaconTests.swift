@@ -3,6 +3,7 @@ import Testing
 @testable import Beacon
 import BeaconLog
 import BeaconTesting
+import BeaconTestSupport
 
 /// The property `n` of a tracked event's bytes.
 func numberedN(_ event: some Collection<UInt8>) -> Int? {

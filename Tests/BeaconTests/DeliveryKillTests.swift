@@ -6,6 +6,7 @@ import BeaconTestTraits
 @testable import Beacon
 import BeaconLog
 import BeaconTesting
+import BeaconTestSupport
 
 /// A `beacon-test-child deliver` process and the lines it printed.
 ///
@@ -62,7 +63,7 @@ final class DeliverChild: Sendable {
 
     /// `beacon-test-child` with `arguments` (its role first).
     init(arguments: [String]) throws {
-        let process = try SpawnedProcess(try testChildPath(), arguments, stdout: .pipe)
+        let process = try SpawnedProcess(try childExecutablePath(), arguments, stdout: .pipe)
         self.process = process
         // The reader keeps the process (and so its pipe's end) until it is done.
         Thread { [sink] in withExtendedLifetime(process) { sink.read(process.output) } }.start()

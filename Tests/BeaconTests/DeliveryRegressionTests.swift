@@ -4,6 +4,7 @@ import Testing
 @testable import Beacon
 import BeaconLog
 import BeaconTesting
+import BeaconTestSupport
 
 /// Found in review; each failed before its fix.
 @Suite struct DeliveryRegressionTests {

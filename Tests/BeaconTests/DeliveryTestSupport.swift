@@ -92,14 +92,3 @@ final class DiagnosticsSink: Sendable {
     var all: [String] { lines.withLock { $0 } }
     var handler: @Sendable (String) -> Void { { [self] line in lines.withLock { $0.append(line) } } }
 }
-
-/// Polls `condition` every 5 ms, suspending between tries, until it holds or `seconds` pass on
-/// the monotonic clock; returns whether it held.
-func eventually(_ seconds: Double = 30, _ condition: () async -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now.advanced(by: .milliseconds(Int64(seconds * 1000)))
-    while ContinuousClock.now < deadline {
-        if await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(5))
-    }
-    return await condition()
-}

@@ -3,6 +3,7 @@ import Testing
 @testable import Beacon
 import BeaconLog
 import BeaconTesting
+import BeaconTestSupport
 
 @Suite("Delivery: uploader with an in-memory transport and a manual clock", .timeLimit(.minutes(1)))
 struct DeliveryUploaderTests {

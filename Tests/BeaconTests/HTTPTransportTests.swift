@@ -5,6 +5,7 @@ import Testing
 @testable import Beacon
 @testable import BeaconURLSession
 import BeaconTesting
+import BeaconTestSupport
 
 /// `HTTPTransport` holds memory for the requests in flight only: nothing of a request (its body,
 /// its per-request state) outlives its answer, whether it was answered, timed out or cancelled.

@@ -6,6 +6,7 @@ import Testing
 import BeaconLog
 import BeaconTesting
 import FaultInjection
+import BeaconTestSupport
 
 /// Issue 28: the snapshot an operator scrapes answers while the disk stalls. The uploader's pass
 /// waits in the checkpoint's fdatasync (on its own thread, holding the actor: one batch, the last,

@@ -302,7 +302,7 @@ struct SocketTransportTests {
 
     /// `beacon-test-child send ARGUMENTS`, run to its end off the cooperative pool.
     static func runSendChild(_ arguments: [String]) async throws -> (ending: SpawnedProcess.Ending, output: String) {
-        let child = try testChildPath()
+        let child = try childExecutablePath()
         return try await BlockingQueue.run { Result { try SpawnedProcess.run(child, ["send"] + arguments) } }.get()
     }
 

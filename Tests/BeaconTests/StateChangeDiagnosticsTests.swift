@@ -4,6 +4,7 @@ import Testing
 @testable import Beacon
 import BeaconLog
 import BeaconTesting
+import BeaconTestSupport
 
 /// Issue 28: state changes an operator can see, once each. The outage and the stall are told
 /// apart from every other diagnostic by their words, so that these tests also run (and fail) on

@@ -3,6 +3,7 @@ import Synchronization
 import Testing
 @testable import Beacon
 import BeaconLog
+import BeaconTestSupport
 
 /// Found in review; each failed before its fix.
 @Suite struct TrackerRegressionTests {

@@ -4,6 +4,7 @@ import Synchronization
 import Testing
 @testable import Beacon
 import BeaconLog
+import BeaconTestSupport
 
 /// Runs `body(index)` on `count` threads started together, and waits for all of them.
 func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
@@ -158,7 +159,7 @@ func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
     /// and holds a contiguous prefix 0..<k of the events, in order.
     @Test(arguments: [15, 60, 150, 400])
     func killNineLeavesAValidLogWithAContiguousPrefix(_ delayMilliseconds: Int) async throws {
-        let child = try testChildPath()
+        let child = try childExecutablePath()
         try await withTrackerDirectoryOffPool { dir in
             let process = try SpawnedProcess(child, ["track", dir, "400000"], stdout: .pipe)
             var ready = [UInt8](repeating: 0, count: 64)

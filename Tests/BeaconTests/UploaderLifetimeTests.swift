@@ -2,6 +2,7 @@ import Testing
 @testable import Beacon
 import BeaconLog
 import BeaconTesting
+import BeaconTestSupport
 
 /// A started uploader leaves nothing behind once it ends: its delivery loop returns, nothing sleeps
 /// on its clock, and the uploader is freed (a task that kept it would be a leak LeakSanitizer
