@@ -14,23 +14,14 @@ struct ToolResult {
 /// Runs the built `beacon` executable as a user would: arguments, standard input through a pipe,
 /// standard output and error captured.
 enum BeaconToolRunner {
-    /// `beacon` next to the test bundle (`.build/<triple>/debug/`), else under the package's
-    /// `.build/debug`; `BEACON_TOOL` names another one, to run a suite against an older build
+    /// `beacon` of this build (``builtProduct(_:)``: beside the test runner); `BEACON_TOOL` names
+    /// another one, to run a suite against an older build
     /// (`BEACON_TOOL=/tmp/old/.build/debug/beacon swift test --skip-build --filter LinkCommandTests`
     /// shows which cases fail there).
     static let executable: String = {
         if let override = ProcessInfo.processInfo.environment["BEACON_TOOL"], !override.isEmpty { return override }
-        let bundleDir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        var candidates = [bundleDir.appendingPathComponent("beacon").path]
-        var dir = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        while dir.path != "/" {
-            if FileManager.default.fileExists(atPath: dir.appendingPathComponent("Package.swift").path) {
-                candidates.append(dir.appendingPathComponent(".build/debug/beacon").path)
-                break
-            }
-            dir = dir.deletingLastPathComponent()
-        }
-        return candidates.first { FileManager.default.isExecutableFile(atPath: $0) } ?? candidates.last!
+        // Where it is missing, every run fails with "cannot start <this path>".
+        return builtProductPath("beacon")
     }()
 
     /// Runs `beacon ARGS`, feeding `stdin` through a pipe (written from another thread) and

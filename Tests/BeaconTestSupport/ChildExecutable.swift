@@ -8,27 +8,31 @@ public func ignoreBrokenPipes() {
     signal(SIGPIPE, SIG_IGN)
 }
 
-/// Where `swift build --build-tests` put `beacon-test-child`, the process crash tests start and
-/// kill: next to the test bundle, or in the package's `.build/debug`, found by walking up from
-/// this file.
-public func childExecutablePath() throws -> String {
-    ignoreBrokenPipes()
-    var candidates: [String] = []
-    let bundle = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-    candidates.append(bundle.appendingPathComponent("beacon-test-child").path)
-    var dir = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-    while dir.path != "/" {
-        candidates.append(dir.appendingPathComponent(".build/debug/beacon-test-child").path)
-        dir = dir.deletingLastPathComponent()
+/// The path of the product `name` of this build: the directory of this process's own
+/// executable (`/proc/self/exe`) holds every product of the build it belongs to, the test runner
+/// (`BeaconPackageTests.xctest`), `beacon`, `beacon-test-child`, `beacon-bench` and
+/// `beacon-chaos` alike, whatever the configuration (`-c release`) or scratch path
+/// (`--scratch-path .build-asan`). Throws, saying what to build, when it is not there.
+public func builtProduct(_ name: String) throws -> String {
+    let path = builtProductPath(name)
+    guard FileManager.default.isExecutableFile(atPath: path) else {
+        throw ChildError("\(name) is not among this build's products (no \(path)); build it with this build's options, e.g. `swift build --build-tests` or `swift build -c release --product \(name)`")
     }
-    guard let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
-        throw ChildError("beacon-test-child not found (looked at \(candidates.prefix(3))); run `swift build --build-tests`")
-    }
-    return found
+    return path
 }
 
-/// ``childExecutablePath()`` under the name the tracker's suites use.
-public func testChildPath() throws -> String { try childExecutablePath() }
+/// Where ``builtProduct(_:)`` looks for `name`, whether it is there or not.
+public func builtProductPath(_ name: String) -> String {
+    let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+    return URL(fileURLWithPath: executable).deletingLastPathComponent().appendingPathComponent(name).path
+}
+
+/// Where the build put `beacon-test-child`, the process crash tests start and kill
+/// (``builtProduct(_:)``; `swift build --build-tests` builds it).
+public func childExecutablePath() throws -> String {
+    ignoreBrokenPipes()
+    return try builtProduct("beacon-test-child")
+}
 
 /// A child process that could not be found, started, or did not behave.
 public struct ChildError: Error, CustomStringConvertible {

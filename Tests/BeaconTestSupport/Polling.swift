@@ -5,9 +5,8 @@ import Glibc
 /// The default bound is for something expected to happen: it only costs its full length when the
 /// test fails, and a loaded 2-core machine (CI's parallel suite) has stalled children for 10 s.
 ///
-/// Blocks its thread: async tests of the tracker use their own `await eventually(_:_:)`, which
-/// suspends instead, and is preferred in async code (this one is disfavoured). It is not here, so
-/// that the tool's async tests, which poll processes, keep this one.
+/// Blocks its thread: for the blocking suites (`.blocking`) and helpers that run on threads of
+/// their own; async code uses ``eventually(_:_:)``, which suspends instead.
 @_disfavoredOverload
 public func eventually(within seconds: Double = 60, _ condition: () throws -> Bool) rethrows -> Bool {
     let deadline = ContinuousClock.now.advanced(by: .milliseconds(Int64(seconds * 1000)))
@@ -16,4 +15,16 @@ public func eventually(within seconds: Double = 60, _ condition: () throws -> Bo
         usleep(10_000)
     }
     return try condition()
+}
+
+/// Polls `condition` every 5 ms, suspending between tries (never blocking a thread of the
+/// concurrency pool), until it holds or `seconds` pass on the monotonic clock; returns whether it
+/// held. The default bound is for something expected to happen, as ``eventually(within:_:)``'s.
+public func eventually(_ seconds: Double = 30, _ condition: () async -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now.advanced(by: .milliseconds(Int64(seconds * 1000)))
+    while ContinuousClock.now < deadline {
+        if await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(5))
+    }
+    return await condition()
 }

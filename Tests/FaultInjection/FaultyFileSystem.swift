@@ -49,10 +49,14 @@ package final class FaultyFileSystem: FileSystem, Sendable {
         var beforeCall: (@Sendable (Operation, String) -> Void)?
     }
 
-    package let base = SystemFileSystem()
+    /// The file system the calls go to: the real one, or another seam (a `StallingFileSystem`,
+    /// whose stalls ``beforeCall`` then sees begin).
+    package let base: any FileSystem
     private let script = Mutex(Script())
 
-    package init() {}
+    package init(base: any FileSystem = SystemFileSystem()) {
+        self.base = base
+    }
 
     // MARK: Scripting
 

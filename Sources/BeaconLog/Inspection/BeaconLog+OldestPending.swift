@@ -1,4 +1,4 @@
-import CBeaconCRC
+import CBeaconFileCalls
 import Glibc
 
 extension BeaconLog {
@@ -92,7 +92,7 @@ extension BeaconLog {
         guard let end = Self.dataEnd(of: file.descriptor), let last = Self.lastRecordSeq(in: file.descriptor, before: end) else { return nil }
         var bytes: UInt64 = 0, diskBytes: UInt64 = 0
         for number in numbers {
-            let size = number == newest ? end : ((try? fs.fileSize(path(ofSegment: number))) ?? 0) ?? 0
+            let size = number == newest ? end : (try? fs.fileSize(path(ofSegment: number))) ?? 0
             diskBytes += size
             guard number >= checkpoint.segment else { continue }
             bytes += number == checkpoint.segment ? size - min(size, checkpoint.offset) : size

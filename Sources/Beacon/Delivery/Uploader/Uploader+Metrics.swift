@@ -1,3 +1,4 @@
+import BeaconHTTP
 import BeaconLog
 import Foundation
 
@@ -17,9 +18,12 @@ extension Uploader {
     /// and the age of its oldest event (one small read at the checkpoint), what was sent, the
     /// answers by class, the request durations, losses. `writerCommitDuration` is nil: the
     /// uploader does not write (a tracker's ``Beacon/metrics`` has it).
-    public var metrics: BeaconMetrics {
+    ///
+    /// Never waits for the uploader: delivery keeps a copy of its figures behind a lock of their
+    /// own, so a scrape answers while a request is slow or the disk stalls an acknowledgement.
+    public nonisolated var metrics: BeaconMetrics {
         var m = BeaconMetrics()
-        let stats = self.stats
+        let (stats, observed, requestWindow) = published.withLock { p in (p.counters, p.observed, p.requestWindow) }
         Self.fill(&m, log: log, nowMillis: nowMillis)
         m.sentEvents = stats.sentEvents
         m.sentRequests = stats.sentRequests
@@ -27,12 +31,12 @@ extension Uploader {
         m.retries = stats.retries
         m.answers = observed.answers
         m.setAside = [.rejected: stats.rejectedEvents, .expired: stats.expiredEvents]
-        m.dropped[.quotaDeleted] = stats.droppedEvents
+        m.dropped[.quotaDeleted] = quotaDrops.count(log)
         if stats.inDoubtEvents > 0 { m.dropped[.quotaInDoubt] = stats.inDoubtEvents }
         m.lastSuccess = observed.lastSuccessMillis.map { Date(timeIntervalSince1970: Double($0) / 1000) }
         m.requestDuration = observed.requestDuration
         m.requestsInFlight = observed.requestsInFlight
-        m.requestWindow = window.effectiveLimit
+        m.requestWindow = requestWindow
         m.eventsInFlight = observed.eventsInFlight
         m.deliveryPaused = observed.health.isPaused || stats.paused != nil
         return m
@@ -54,39 +58,52 @@ extension Uploader {
 
     /// A request of `events` events goes out.
     func observeSending(events: Int) {
-        observed.requestsInFlight += 1
-        observed.eventsInFlight += events
+        published.withLock { f in
+            f.observed.requestsInFlight += 1
+            f.observed.eventsInFlight += events
+        }
     }
 
     /// The request of `events` events ended after `elapsed` (cancelled ones are not counted).
     func observeAnswer(_ result: Result<TransportResponse, TransportError>, events: Int, elapsed: Duration) {
-        observed.requestsInFlight -= 1
-        observed.eventsInFlight -= events
-        let answer: BeaconMetrics.AnswerClass
+        let answer: BeaconMetrics.AnswerClass?
         switch result {
         case .success(let response): answer = BeaconMetrics.AnswerClass(status: response.status)
-        case .failure(let error) where error.code == .cancelled: return
+        case .failure(let error) where error.code == .cancelled: answer = nil
         case .failure(let error): answer = error.code == .timeout ? .timeout : error.code == .tls ? .tls : .network
         }
-        observed.answers[answer, default: 0] += 1
-        observed.requestDuration.observe(elapsed)
+        published.withLock { f in
+            f.observed.requestsInFlight -= 1
+            f.observed.eventsInFlight -= events
+            guard let answer else { return }
+            f.observed.answers[answer, default: 0] += 1
+            f.observed.requestDuration.observe(elapsed)
+        }
     }
 
     /// A pass ended with a failure and delivery waits for its backoff: reported once per pause
     /// (``DeliveryHealth``), as a warning; `announced` when the caller reported it loudly itself.
+    /// The events pending are counted on disk (``pendingOnDisk``): beside a writer in another
+    /// process, those appended during the outage too.
     func observePause(_ reason: String, error: DeliveryError, announced: Bool = false) {
-        let millis = nowMillis
-        guard case .paused(let heldBack) = observed.health.failed(at: time.now(), millis: millis, reason: reason, announced: announced) else { return }
+        let millis = nowMillis, at = time.now()
+        let change = published.withLock { $0.observed.health.failed(at: at, millis: millis, reason: reason, announced: announced) }
+        guard case .paused(let heldBack) = change else { return }
         let earlier = heldBack > 0 ? " (\(heldBack) shorter pause\(heldBack == 1 ? "" : "s") since the last report not reported)" : ""
-        let message = "delivery to \(RedactedURL(configuration.url)) paused since \(Self.timestamp(millis)): \(reason); \(pendingEvents) events pending, kept on disk and retried with backoff\(earlier)"
+        let message = "delivery to \(RedactedURL(configuration.url)) paused since \(Self.timestamp(millis)): \(reason); \(pendingOnDisk) events pending, kept on disk and retried with backoff\(earlier)"
         report(BeaconDiagnostic(kind: .delivery, deliveryError: error, message: message, subject: "paused", severity: .warning))
     }
 
-    /// The collector accepted `events` events: ends a pause, reported once.
+    /// The collector accepted `events` events: ends a pause, reported once (with the events
+    /// pending on disk, as ``observePause(_:error:announced:)`` counts them).
     func observeDelivery(events: Int) {
-        observed.lastSuccessMillis = nowMillis
-        guard case .resumed(let after, let reason) = observed.health.delivered(at: time.now()) else { return }
-        let message = "delivery to \(RedactedURL(configuration.url)) resumed after \(Self.seconds(after)) paused (\(reason)): \(events) events sent in the first request, \(pendingEvents) pending"
+        let millis = nowMillis, at = time.now()
+        let change = published.withLock { f in
+            f.observed.lastSuccessMillis = millis
+            return f.observed.health.delivered(at: at)
+        }
+        guard case .resumed(let after, let reason) = change else { return }
+        let message = "delivery to \(RedactedURL(configuration.url)) resumed after \(Self.seconds(after)) paused (\(reason)): \(events) events sent in the first request, \(pendingOnDisk) pending"
         report(BeaconDiagnostic(kind: .delivery, message: message, subject: "resumed", severity: .notice))
     }
 

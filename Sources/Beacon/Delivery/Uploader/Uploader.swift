@@ -102,13 +102,16 @@ public actor Uploader {
         let cancel: @Sendable () -> Void
     }
 
-    /// What ``stats`` reads without waiting for the actor: the counters live here, the two live
-    /// figures are copied here whenever they change. Only the actor writes it.
+    /// What ``stats`` and ``metrics`` read without waiting for the actor (whose pass may wait for
+    /// as long as a request takes, or the disk stalls the checkpoint's fdatasync): the counters
+    /// and the observations live here, the window's limit is copied here whenever it changes.
+    /// Only the actor writes it.
     nonisolated let published: Mutex<Published>
 
     struct Published: Sendable {
         var counters = DeliveryStats()
-        var requestsInFlight = 0
+        /// Answers by class, request durations, requests in flight, pauses (Uploader+Metrics.swift).
+        var observed = DeliveryObservations()
         var requestWindow: Int
     }
 
@@ -119,18 +122,9 @@ public actor Uploader {
     }
     /// The window of requests in flight, adapted to the collector (Uploader+Window.swift).
     var window: RequestWindow {
-        didSet { publishLiveFigures() }
-    }
-    /// Answers by class, request durations, requests in flight, pauses (Uploader+Metrics.swift).
-    var observed = DeliveryObservations() {
-        didSet { publishLiveFigures() }
-    }
-
-    private func publishLiveFigures() {
-        let inFlight = observed.requestsInFlight, limit = window.effectiveLimit
-        published.withLock { p in
-            p.requestsInFlight = inFlight
-            p.requestWindow = limit
+        didSet {
+            let limit = window.effectiveLimit
+            published.withLock { $0.requestWindow = limit }
         }
     }
     /// Callers waiting for the result of the flush that runs or is queued.
@@ -214,11 +208,12 @@ public actor Uploader {
     // MARK: Stats
 
     /// Counters and state, read at once from any thread (a snapshot the uploader keeps up to
-    /// date, as ``Beacon/stats`` is); `pendingEvents` is read from the log.
+    /// date, as ``Beacon/stats`` is; it never waits for a request or the disk); `pendingEvents` is
+    /// read from the log.
     public nonisolated var stats: DeliveryStats {
         var stats = published.withLock { p in
             var stats = p.counters
-            stats.requestsInFlight = p.requestsInFlight
+            stats.requestsInFlight = p.observed.requestsInFlight
             stats.requestWindow = p.requestWindow
             return stats
         }
@@ -228,5 +223,10 @@ public actor Uploader {
     }
 
     nonisolated var pendingEvents: UInt64 { log.stats.pendingRecords }
+
+    /// Pending events as the directory holds them now, for the diagnostics: a reader beside a
+    /// writer in another process (`beacon send --follow`) knows only what it has read, so it looks
+    /// (``BeaconLog/pendingOnDisk()``, a listing and a few `pread`s); a writing log knows.
+    nonisolated var pendingOnDisk: UInt64 { log.pendingOnDisk()?.records ?? log.stats.pendingRecords }
 
 }
