@@ -18,24 +18,45 @@ let package = Package(
         .executable(name: "beacon-delay-proxy", targets: ["beacon-delay-proxy"]),
     ],
     targets: [
+        // The pipeline an event goes through, and where each stage lives:
+        //
+        //   track ──▶ hand-off ──▶ log ──▶ uploader ──▶ client ──▶ collector
+        //
+        //   track, hand-off   Beacon: Sources/Beacon/Tracking/, Handoff/
+        //   log               BeaconLog (with CBeaconCRC and CBeaconFileCalls)
+        //   uploader          Beacon: Sources/Beacon/Delivery/ (the `Transport` protocol, SocketTransport)
+        //   client            BeaconHTTP, and BeaconTLS for https://
+        //
+        // BeaconLog knows nothing of HTTP, BeaconHTTP nothing of the log or the tracker. Only
+        // BeaconTLS links OpenSSL, so the loopback collector (BeaconHTTPServer) links neither it
+        // nor the tracker.
+        //
         // CRC-32C with the CPU's instruction (SSE4.2 / AArch64 CRC); BeaconLog falls back to Swift.
         .target(name: "CBeaconCRC"),
-        .target(name: "BeaconLog", dependencies: ["CBeaconCRC"]),
+        // The file system calls Swift's Glibc module does not import: fallocate, sync_file_range, statx.
+        .target(name: "CBeaconFileCalls"),
+        .target(name: "BeaconLog", dependencies: ["CBeaconCRC", "CBeaconFileCalls"]),
         .systemLibrary(name: "CZlib", path: "Sources/CZlib"),
-        // The system's OpenSSL 3 (libssl-dev) for SocketTransport's https.
+        // The system's OpenSSL 3 (libssl-dev) for BeaconTLS.
         .systemLibrary(name: "COpenSSL", path: "Sources/COpenSSL"),
-        .target(name: "Beacon", dependencies: ["BeaconLog", "CZlib", "COpenSSL"]),
+        // The HTTP/1.1 client: request heads, the answer parser, header fields, HTTP dates, gzip,
+        // sockets, name lookup, proxies, pipelined answers; TLS only through a seam BeaconTLS fills.
+        .target(name: "BeaconHTTP", dependencies: ["CZlib"]),
+        // TLS over BeaconHTTP's sockets with the system's OpenSSL: the one target that links it.
+        .target(name: "BeaconTLS", dependencies: ["BeaconHTTP", "COpenSSL"]),
+        .target(name: "Beacon", dependencies: ["BeaconLog", "BeaconHTTP", "BeaconTLS"]),
         // HTTPTransport (URLSession) in its own module: only a program that imports it maps
         // FoundationNetworking and libcurl (about 2 MiB of RSS at start).
-        .target(name: "BeaconURLSession", dependencies: ["Beacon"]),
-        // The loopback HTTP/1.1 collector: `beacon collect` and BeaconTesting (which re-exports it)
-        // share it; not a product of its own.
-        .target(name: "BeaconHTTPServer", dependencies: ["Beacon"]),
+        .target(name: "BeaconURLSession", dependencies: ["Beacon", "BeaconHTTP"]),
+        // The loopback HTTP/1.1 collector and the /metrics server: `beacon collect`, `beacon send
+        // --metrics` and BeaconTesting (which re-exports it) share it; not a product of its own.
+        // It needs only BeaconHTTP (gzip, HTTP dates, header fields): no tracker, no OpenSSL.
+        .target(name: "BeaconHTTPServer", dependencies: ["BeaconHTTP"]),
         .target(name: "BeaconTesting", dependencies: ["Beacon", "BeaconHTTPServer"]),
-        .executableTarget(name: "BeaconCLI", dependencies: ["Beacon", "BeaconLog", "BeaconHTTPServer", "BeaconURLSession"]),
+        .executableTarget(name: "BeaconCLI", dependencies: ["Beacon", "BeaconLog", "BeaconHTTP", "BeaconHTTPServer", "BeaconURLSession"]),
         .executableTarget(
             name: "BeaconBenchmarks",
-            dependencies: ["Beacon", "BeaconLog", "BeaconTesting", "BeaconTestSupport", "DelayProxy", "BeaconURLSession"],
+            dependencies: ["Beacon", "BeaconLog", "BeaconHTTP", "BeaconTesting", "BeaconTestSupport", "DelayProxy", "BeaconURLSession"],
             path: "Benchmarks/BeaconBenchmarks"
         ),
         // A TCP proxy delaying each direction (a collector far away on loopback; no netem here):
@@ -64,7 +85,7 @@ let package = Package(
         // The file system with scriptable faults and a journal of every call, which the suites share.
         .target(name: "FaultInjection", dependencies: ["BeaconLog"], path: "Tests/FaultInjection"),
         .testTarget(name: "BeaconLogTests", dependencies: ["BeaconLog", "BeaconTestSupport", "BeaconTestTraits", "FaultInjection", "beacon-test-child"]),
-        .testTarget(name: "BeaconTests", dependencies: ["Beacon", "BeaconURLSession", "BeaconLog", "BeaconTesting", "BeaconTestSupport", "BeaconTestTraits", "FaultInjection", "ReadmeSnippets", "beacon-test-child", "DelayProxy"]),
+        .testTarget(name: "BeaconTests", dependencies: ["Beacon", "BeaconHTTP", "BeaconTLS", "BeaconHTTPServer", "BeaconURLSession", "BeaconLog", "BeaconTesting", "BeaconTestSupport", "BeaconTestTraits", "FaultInjection", "ReadmeSnippets", "beacon-test-child", "DelayProxy"]),
         // Also the ClickHouse integration suite: it drives the built `beacon`, the test child and a tracker.
         .testTarget(name: "BeaconCLITests", dependencies: ["Beacon", "BeaconLog", "BeaconCLI", "BeaconTesting", "BeaconTestSupport", "BeaconTestTraits", "beacon-test-child"]),
     ],

@@ -1,4 +1,5 @@
 import Beacon
+import BeaconHTTP
 import Glibc
 import Synchronization
 

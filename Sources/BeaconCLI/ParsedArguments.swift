@@ -1,4 +1,5 @@
 import Beacon
+import BeaconHTTP
 
 /// A command's arguments split into options with values, boolean flags and positionals.
 ///

@@ -1,3 +1,4 @@
+import BeaconHTTP
 import Glibc
 
 /// Waiting in `poll` for descriptors to become readable (a ``SocketWaker``'s, inotify's,

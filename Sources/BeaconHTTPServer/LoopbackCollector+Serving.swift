@@ -1,4 +1,4 @@
-import Beacon
+import BeaconHTTP
 import Foundation
 import Glibc
 
@@ -75,7 +75,8 @@ extension LoopbackCollector {
             if !drop && !hang { request.status = status }
             record(request)
             if wait > .zero {
-                usleep(UInt32(clamping: wait.nanoseconds / 1000))
+                let microseconds = wait / .microseconds(1)
+                usleep(microseconds >= Double(UInt32.max) ? .max : UInt32(microseconds))
             }
             if drop { return }
             if hang {
@@ -86,7 +87,7 @@ extension LoopbackCollector {
             }
             let offset = state.withLock { $0.clockOffset }
             var response = "HTTP/1.1 \(status) \(Self.reasonPhrase(status))\r\n"
-            response += "Date: \(Self.httpDate(Date().addingTimeInterval(offset.seconds)))\r\n"
+            response += "Date: \(Self.httpDate(Date().addingTimeInterval(offset / .seconds(1))))\r\n"
             response += "Content-Length: \(body.utf8.count)\r\n"
             for (name, value) in headers { response += "\(name): \(value)\r\n" }
             let closeAfter = head.headers["connection"]?.lowercased() == "close"

@@ -1,4 +1,4 @@
-import Beacon
+import BeaconHTTP
 import Foundation
 import Glibc
 import Synchronization

@@ -1,18 +1,22 @@
-import Beacon
+import BeaconHTTP
 import Foundation
 import Glibc
 import Synchronization
 
-/// A small HTTP/1.1 server for `GET /metrics` (`beacon send --metrics ADDR`): Prometheus' text
-/// format, or OpenMetrics when the scraper's `Accept` asks for it (``BeaconMetrics/ExpositionFormat``).
+/// A small HTTP/1.1 server for `GET /metrics` (`beacon send --metrics ADDR`): what `metrics`
+/// answers for the scraper's `Accept` header (Prometheus' text format, or OpenMetrics when it asks
+/// for it: `BeaconMetrics.ExpositionFormat(accept:)`).
 ///
 /// One thread accepts connections and one short-lived thread serves each (blocking POSIX calls,
 /// keep-alive honoured), as ``LoopbackCollector`` does; at most ``maxConnections`` at once, a
 /// connection idle for 30 s is closed. `metrics` is called on the connection's thread for every
-/// scrape.
+/// scrape. (BeaconTesting adds an `init` taking a `BeaconMetrics.ExpositionFormat` instead.)
 ///
 /// ```swift
-/// let server = try MetricsServer(address: "127.0.0.1:9464") { format in snapshot().prometheusText(format) }
+/// let server = try MetricsServer(address: "127.0.0.1:9464") { accept in
+///     let format = BeaconMetrics.ExpositionFormat(accept: accept)
+///     return (format.contentType, snapshot().prometheusText(format))
+/// }
 /// ```
 public final class MetricsServer: Sendable {
     /// The most connections served at once; more are closed at once.
@@ -25,15 +29,16 @@ public final class MetricsServer: Sendable {
 
     let state = Mutex(State())
     let listener: Int32
-    let metrics: @Sendable (BeaconMetrics.ExpositionFormat) -> String
+    let metrics: @Sendable (_ accept: String?) -> (contentType: String, body: String)
     /// The port it listens on (the one asked for, or the one the system picked for port 0).
     public let port: UInt16
     /// The address it listens on, `HOST:PORT`.
     public let address: String
 
     /// Listens on `address` (`HOST:PORT`, an IPv4 address such as `127.0.0.1:9464` or
-    /// `0.0.0.0:9464`, or `:PORT` for every interface) and starts serving.
-    public init(address: String, metrics: @escaping @Sendable (BeaconMetrics.ExpositionFormat) -> String) throws {
+    /// `0.0.0.0:9464`, or `:PORT` for every interface) and starts serving. `metrics` gets the
+    /// scrape's `Accept` header and returns the answer's `Content-Type` and body.
+    public init(address: String, metrics: @escaping @Sendable (_ accept: String?) -> (contentType: String, body: String)) throws {
         guard let colon = address.lastIndex(of: ":"), let port = UInt16(address[address.index(after: colon)...]) else {
             throw MetricsServerError("--metrics takes HOST:PORT (an IPv4 address and a port, e.g. 127.0.0.1:9464), not '\(address)'")
         }
@@ -124,8 +129,7 @@ public final class MetricsServer: Sendable {
             } else if head.method != "GET" && head.method != "HEAD" {
                 (status, body, allow) = (405, "only GET /metrics\n", true)
             } else {
-                let format = BeaconMetrics.ExpositionFormat(accept: head.headers["accept"])
-                (type, body) = (format.contentType, metrics(format))
+                (type, body) = metrics(head.headers["accept"])
             }
             let bytes = Array(body.utf8)
             var response = "HTTP/1.1 \(status) \(status == 200 ? "OK" : status == 404 ? "Not Found" : "Method Not Allowed")\r\n"

@@ -1,4 +1,4 @@
-import Beacon
+import BeaconHTTP
 import Glibc
 
 /// One client connection of the collector: a socket, or bytes in memory (`Tests/Fuzz/FuzzCollector`

@@ -1,4 +1,5 @@
 import Beacon
+import BeaconHTTP
 import Dispatch
 import Foundation
 #if canImport(FoundationNetworking)

@@ -1,3 +1,4 @@
+@testable import BeaconHTTP
 import Testing
 @testable import Beacon
 @testable import BeaconHTTPServer

@@ -1,3 +1,4 @@
+@testable import BeaconHTTP
 import Foundation
 import BeaconTestSupport
 import Testing

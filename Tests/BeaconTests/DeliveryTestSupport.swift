@@ -1,3 +1,4 @@
+@testable import BeaconHTTP
 import Foundation
 import Synchronization
 import Testing

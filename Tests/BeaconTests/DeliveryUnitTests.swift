@@ -1,3 +1,4 @@
+@testable import BeaconHTTP
 import Foundation
 import Testing
 @testable import Beacon

@@ -1,3 +1,4 @@
+@testable import BeaconHTTP
 import BeaconTestSupport
 import BeaconTesting
 import Foundation

@@ -1,3 +1,4 @@
+@testable import BeaconHTTP
 import Dispatch
 import Foundation
 import Glibc

@@ -1,3 +1,5 @@
+@testable import BeaconHTTP
+@testable import BeaconTLS
 import BeaconTestSupport
 import COpenSSL  // with SocketTransportTLSEdgeTests importing it, the socket declarations it includes are seen through it
 import Foundation

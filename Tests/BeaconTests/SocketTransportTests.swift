@@ -1,3 +1,4 @@
+@testable import BeaconHTTP
 import Dispatch
 import Foundation
 import Synchronization
@@ -164,7 +165,10 @@ struct SocketTransportTests {
         #expect(error?.code == .timeout)
         #expect(await eventually(30) { closedAt.withLock { $0 } != nil })
         let elapsed = closedAt.withLock { $0 }.map { began.duration(to: $0) }
-        #expect(elapsed.map { $0 >= .milliseconds(700) && $0 < .milliseconds(1200) } == true, "\(String(describing: elapsed))")
+        // Not before the deadline; after it, only as late as a loaded machine schedules the
+        // transport's thread (1.23 s was seen at load 27; a transport that ignored its deadline
+        // would hold the connection until the test's own 30 s wait gave up).
+        #expect(elapsed.map { $0 >= .milliseconds(700) && $0 < .seconds(10) } == true, "\(String(describing: elapsed))")
         #expect(error?.message.contains("http://127.0.0.1:\(server.port)/events?user=***&password=***") == true, "\(String(describing: error))")
         #expect(error?.message.contains("s3cret") == false)
         #expect(await eventually(30) { transport.live.current.exchanges == 0 })

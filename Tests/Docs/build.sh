@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the DocC documentation of Beacon's library products with the toolchain's `docc`, from
 # symbol graphs of the debug build (`swift build` first), and fails on any warning (a broken symbol
-# link, an unknown article) and on any public symbol without a doc comment.
+# link, an unknown article) and on any public symbol without a doc comment. The types Beacon
+# re-exports from BeaconHTTP and BeaconTLS (Sources/Beacon/Exports.swift) are documented as Beacon's.
 #
 #   Tests/Docs/build.sh [OUTPUT-DIR]     (default: .build/docs; open OUTPUT-DIR/Beacon.doccarchive)
 set -euo pipefail
@@ -22,6 +23,9 @@ for module in BeaconLog Beacon BeaconTesting BeaconURLSession; do
   swift symbolgraph-extract -module-name "$module" -target "$triple" -minimum-access-level public \
     -I "$modules" -I Sources/CZlib -I Sources/COpenSSL -Xcc -I -Xcc Sources/CBeaconCRC/include \
     -Xcc "-fmodule-map-file=$build/CBeaconCRC.build/module.modulemap" \
+    -Xcc -I -Xcc Sources/CBeaconFileCalls/include \
+    -Xcc "-fmodule-map-file=$build/CBeaconFileCalls.build/module.modulemap" \
+    -experimental-allowed-reexported-modules=BeaconHTTP,BeaconTLS \
     -output-dir "$graphs/$module"
   catalog="Sources/$module/$module.docc"
   args=(--additional-symbol-graph-dir "$graphs/$module" --output-dir "$out/$module.doccarchive"

@@ -1,3 +1,4 @@
+import BeaconHTTP
 import Foundation
 
 /// How events are delivered to a collector. Every property has a documented default.

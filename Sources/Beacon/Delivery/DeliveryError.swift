@@ -1,3 +1,5 @@
+import BeaconHTTP
+
 /// Why delivery did not get events to the collector: what failed, what to do, and the cause (the
 /// collector's status and the start of its answer, the transport's error, or the storage error).
 ///

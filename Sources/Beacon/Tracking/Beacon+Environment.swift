@@ -1,3 +1,4 @@
+import BeaconHTTP
 import Foundation
 
 extension Beacon.Configuration {

@@ -41,7 +41,7 @@ extension Beacon {
             return
         }
         await withTaskCancellationHandler {
-            if let uploader = delivery.uploader { await uploader.run() }
+            if let uploader = delivery.uploader { await uploader.deliverUntilCancelled() }
             _ = await waitForEnd()
         } onCancel: {
             guard case .end(let ending) = lifecycle(input).action else { return }

@@ -1,4 +1,4 @@
-import CBeaconCRC
+import CBeaconFileCalls
 import Glibc
 
 extension BeaconLog {

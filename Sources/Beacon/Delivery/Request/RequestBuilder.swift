@@ -1,3 +1,5 @@
+import BeaconHTTP
+
 /// Builds the upload requests: the body in the configured format (gzipped when asked), and the
 /// header fields every request carries.
 ///

@@ -1,3 +1,5 @@
+import BeaconHTTP
+
 /// The decisions of delivering one batch, without I/O: which events to send next, what a
 /// collector's answer means for them, when an event is set aside, and when a pass stops.
 ///

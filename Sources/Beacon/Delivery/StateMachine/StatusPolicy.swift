@@ -1,3 +1,4 @@
+import BeaconHTTP
 import Foundation
 
 /// What the uploader does with a collector's answer. ``AnswerAction/init(status:)`` is the

@@ -1,3 +1,4 @@
+import BeaconHTTP
 import Dispatch
 import Foundation
 
@@ -9,7 +10,7 @@ extension SocketTransport: ReachabilityProbing {
     /// `http://` collector only the proxy is reached.
     package func probe(_ url: URL, timeout: Duration, cancellation: ProbeCancellation) -> Bool {
         guard let endpoint = try? endpoint(for: url) else { return false }
-        let connection = SocketConnection(maxResponseBodyBytes: 4096, readBufferBytes: 4096, lookup: connection.lookup)
+        let connection = SocketConnection(maxResponseBodyBytes: 4096, readBufferBytes: 4096, lookup: connection.lookup, runLookup: connection.runLookup)
         cancellation.onCancel { [waker = connection.waker] in waker.wake() }
         defer { connection.disconnect() }
         let deadline = DispatchTime.now().uptimeNanoseconds &+ UInt64(min(max(0, timeout.seconds), 3600) * 1e9)

@@ -1,3 +1,5 @@
+import BeaconHTTP
+import BeaconTLS
 import Dispatch
 import Foundation
 import Glibc
@@ -65,7 +67,9 @@ public final class SocketTransport: Transport {
     /// A transport keeping at most `maxResponseBodyBytes` of an answer's body.
     init(maxResponseBodyBytes: Int, tls configuration: TLSConfiguration? = nil, environment: [String: String] = ProcessInfo.processInfo.environment, lookup: @escaping SocketResolver.Lookup = SocketResolver.system) {
         self.environment = environment
-        connection = SocketConnection(maxResponseBodyBytes: maxResponseBodyBytes, lookup: lookup)
+        // On the uploader's pass thread, what it kept for the wait for an answer (reading the next
+        // batch) runs once the request is written.
+        connection = SocketConnection(maxResponseBodyBytes: maxResponseBodyBytes, lookup: lookup, runLookup: { BlockingPool.lookups.submit($0) }, beforeAwaitingAnswer: IOThread.runDeferred)
         tls = Mutex(configuration.map { configuration in Result { () throws(TLSFailure) in try TLSContext(configuration) } })
     }
 

@@ -1,3 +1,4 @@
+import BeaconHTTP
 import Foundation
 
 /// Masks the credentials a delivery configuration holds out of text that others wrote: a

@@ -137,11 +137,13 @@ extension Uploader {
                 }
             }
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                if scheduling.withLock({ $0.machine.state == .shuttingDown(.draining) }) {
-                    continuation.resume()
-                } else {
-                    shutdownWaiter = continuation
+                // Looked at and registered under the scheduler's lock, where the pass's end finds it.
+                let drainingAlready = scheduling.withLock { s -> Bool in
+                    if s.machine.state == .shuttingDown(.draining) { return true }
+                    s.shutdownWaiter = continuation
+                    return false
                 }
+                if drainingAlready { continuation.resume() }
             }
             group.cancelAll()
         }

@@ -1,3 +1,4 @@
+import BeaconHTTP
 import Dispatch
 
 /// Prompt resume: the probe the delivery loop runs while backing off (``ResumeProbe``).

@@ -2,33 +2,46 @@ import Synchronization
 
 /// The delivery loop and the triggers: ``UploaderScheduler``'s inputs, and its actions carried out.
 extension Uploader {
-    /// Delivers in the background until the uploader shuts down or stops, or the calling task is
-    /// cancelled: the first pass at once (events left by earlier runs), then one whenever
-    /// `flushBulkSize` events are pending, every `flushInterval`, and after a failed pass's
-    /// backoff. While idle it sleeps (one sleep on the uploader's clock).
+    /// Delivers in the calling task until it is cancelled, then shuts the uploader down: what is
+    /// pending is delivered within `shutdownGrace` (``shutdown(timeout:)``), and it returns once
+    /// the uploader is shut down. The same meaning as ``Beacon/run()``'s, for a service group.
     ///
-    /// Run it in a task you own, such as a service's `run()` (a loop started later takes over from
-    /// one running, which returns after its pass):
+    /// Until then it delivers in the background: the first pass at once (events left by earlier
+    /// runs), then one whenever `flushBulkSize` events are pending, every `flushInterval`, and
+    /// after a failed pass's backoff. While idle it sleeps (one sleep on the uploader's clock).
+    /// It also returns, without a shutdown, when the uploader is shut down or stopped another
+    /// way, or when a later `run()` takes over (the earlier one returns after its pass).
     ///
     /// ```swift
-    /// try await withThrowingDiscardingTaskGroup { group in
+    /// await withDiscardingTaskGroup { group in
     ///     group.addTask { await uploader.run() }
-    ///     // ...
+    ///     // ... cancel the group to stop: what is pending is delivered within 2 s
     /// }
     /// ```
     ///
-    /// Cancelling the task ends the loop once the pass in flight has ended (``shutdown(timeout:)``
-    /// and ``stop()`` cut that pass short); it does not shut the uploader down.
-    public func run() async {
+    /// - Parameter shutdownGrace: how long the shutdown after cancellation may take; nil for one
+    ///   pass that stops at the first failure.
+    public func run(shutdownGrace: Duration? = .seconds(2)) async {
+        await deliverUntilCancelled()
+        guard Task.isCancelled else { return }
+        // A task of its own, awaited here: the cancellation that asked for the shutdown must not
+        // cut it short.
+        _ = await Task { await self.shutdown(timeout: shutdownGrace) }.value
+    }
+
+    /// The delivery loop of ``run(shutdownGrace:)`` without the shutdown after it: until the
+    /// calling task is cancelled (once the pass in flight has ended), or the uploader is shut
+    /// down or stopped. ``Beacon/run()`` runs it, and ends the tracker itself.
+    func deliverUntilCancelled() async {
         // The same loop as start()'s; the caller's reference keeps this uploader for its length.
         await Self.runWhileReferenced(WeakUploader(self), time: time)
     }
 
     /// Runs the delivery loop in a task the uploader keeps: for owners without a task of their own
-    /// to run ``run()`` in. ``shutdown(timeout:)`` ends and joins it, ``stop()`` ends it, and so
+    /// to run ``run(shutdownGrace:)`` in. ``shutdown(timeout:)`` ends and joins it, ``stop()`` ends it, and so
     /// does the uploader's release: the loop holds the uploader only while a pass runs, so an
     /// uploader dropped without ``stop()`` is freed (and its loop ends) once its pass is over.
-    /// Calling it again does nothing, and so does calling it while ``run()`` delivers.
+    /// Calling it again does nothing, and so does calling it while ``run(shutdownGrace:)`` delivers.
     public nonisolated func start() {
         scheduling.withLock { s in
             guard s.backgroundLoop == nil, s.machine.loop == 0, s.machine.state != .stopped, !s.machine.isShuttingDown else { return }
@@ -43,7 +56,7 @@ extension Uploader {
         init(_ uploader: Uploader) { self.uploader = uploader }
     }
 
-    /// The delivery loop of ``run()`` and ``start()``: the uploader is held during a turn (a pass),
+    /// The delivery loop of ``run(shutdownGrace:)`` and ``start()``: the uploader is held during a turn (a pass),
     /// never while the loop sleeps; released meanwhile (``start()``'s task), its `deinit` wakes the
     /// loop, which then ends.
     static func runWhileReferenced(_ reference: WeakUploader, time: MonotonicTime) async {
@@ -159,8 +172,7 @@ extension Uploader {
         case .startQueuedFlush:
             scheduling.withLock { $0.queuedFlush.take() }?.resume(returning: true)
         case .resumeShutdown:
-            shutdownWaiter?.resume()
-            shutdownWaiter = nil
+            scheduling.withLock { $0.shutdownWaiter.take() }?.resume()
         case .invalid(let transition):
             report(transition.diagnostic)
         }

@@ -1,3 +1,4 @@
+import BeaconHTTP
 import BeaconLog
 import Foundation
 

@@ -24,8 +24,9 @@ import Synchronization
 /// I/O: it reads the log, sends through the transport, writes `rejected.jsonl` and
 /// `delivery.inflight`, acknowledges, and sleeps.
 ///
-/// Background passes run in one delivery loop, ``run()``, which the owner runs in a task of its
-/// own (or ``start()`` runs it in a task the uploader keeps and ``shutdown(timeout:)`` joins).
+/// Background passes run in one delivery loop, ``run(shutdownGrace:)``, which the owner runs in a
+/// task of its own and cancels to shut the uploader down, as a service's `run()` (or ``start()``
+/// runs it in a task the uploader keeps and ``shutdown(timeout:)`` joins).
 /// A pass starts when `flushBulkSize` events are pending (``recordsAppended(_:)``), every
 /// `flushInterval`, when the loop starts (events left by earlier runs) and after a backoff.
 /// ``flush(timeout:)`` and ``shutdown(timeout:)`` run in their caller's task. Nothing runs while
@@ -88,6 +89,8 @@ public actor Uploader {
         /// A flush waiting for the background pass to end: resumed with true to run, false when
         /// refused (shut down or stopped meanwhile).
         var queuedFlush: CheckedContinuation<Bool, Never>?
+        /// The shutdown waiting for the running pass or flush to end (``UploaderScheduler/PassAction/resumeShutdown``).
+        var shutdownWaiter: CheckedContinuation<Void, Never>?
         var lastCancelId: UInt64 = 0
         /// The probe the loop runs while backing off (``Uploader/probeCollector()``).
         var probe: ProbeCancellation?
@@ -132,8 +135,6 @@ public actor Uploader {
     }
     /// Callers waiting for the result of the flush that runs or is queued.
     var flushJoiners: [CheckedContinuation<FlushResult, Never>] = []
-    /// The shutdown waiting for the running pass or flush to end.
-    var shutdownWaiter: CheckedContinuation<Void, Never>?
     /// Callers waiting for the result of the shutdown that runs, and that result once there.
     var shutdownJoiners: [CheckedContinuation<FlushResult, Never>] = []
     var shutdownResult: FlushResult?

@@ -23,7 +23,7 @@
 /// ``probeEnded(reachable:now:)``; a probe that finds the collector back after one found it down
 /// ends the backoff (never before a `Retry-After`). Answered failures keep their backoff.
 ///
-/// Only one delivery loop drives background passes: a loop that attaches later (``Uploader/run()``
+/// Only one delivery loop drives background passes: a loop that attaches later (``Uploader/run(shutdownGrace:)``
 /// called while ``Uploader/start()``'s loop runs) takes over, and the earlier one exits after its
 /// pass.
 struct UploaderScheduler: Sendable {

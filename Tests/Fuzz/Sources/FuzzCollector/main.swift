@@ -11,6 +11,7 @@
 // Input: byte 0: bit 0 sets a 64-byte body limit (413s), bit 1 a reject marker "bad" (400s),
 // bits 2–4 the number of cuts (two bytes each); the rest is what the client sent.
 @testable import Beacon
+@testable import BeaconHTTP
 @testable import BeaconHTTPServer
 import FuzzSupport
 

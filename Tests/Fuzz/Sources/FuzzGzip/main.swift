@@ -16,6 +16,7 @@
 // damage (kind, where) or the bomb's size around the limit; the rest: the records' text (mode 3:
 // the body).
 @testable import Beacon
+@testable import BeaconHTTP
 @testable import BeaconHTTPServer
 import CZlib
 import FuzzSupport

@@ -10,6 +10,7 @@
 // Input: byte 0 picks the caps, byte 1 the number of cuts (0–7), then two bytes per cut; the rest
 // is what the server sent.
 @testable import Beacon
+@testable import BeaconHTTP
 import Foundation
 import FuzzSupport
 

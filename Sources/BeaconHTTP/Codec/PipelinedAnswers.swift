@@ -6,10 +6,10 @@
 /// var answers = PipelinedAnswers(maxBodyBytes: 1 << 20)
 /// if let (response, keepsAlive) = try answers.feed(bytes) { … }   // then answers.next() for the rest
 /// ```
-struct PipelinedAnswers {
+package struct PipelinedAnswers {
     /// An answer, and whether the connection may carry the requests behind it (false: HTTP/1.0
     /// or `Connection: close`, or a body delimited by the connection's end).
-    typealias Answer = (response: TransportResponse, keepsAlive: Bool)
+    package typealias Answer = (response: TransportResponse, keepsAlive: Bool)
 
     private var parser: HTTPResponseParser
     /// Bytes read after the last answer: the beginning of the next.

@@ -1,7 +1,7 @@
 import Glibc
 
 /// What one read or write on a connection's ``ByteStream`` did.
-enum StreamResult {
+package enum StreamResult {
     /// Bytes moved; 0 from a read means the peer closed the connection.
     case done(Int)
     /// Nothing moved yet: poll the socket for these events (`POLLIN`, `POLLOUT`) and call again
@@ -18,10 +18,10 @@ enum StreamResult {
 }
 
 /// The bytes of one connection as ``SocketConnection`` reads and writes them: the plain socket
-/// (``PlainStream``) or TLS over it (``TLSStream``). Non-blocking: a call that would block says
-/// what to wait for instead. The connection owns the socket; ``close()`` ends the stream's use of
+/// (``PlainStream``) or TLS over it (a ``TLSByteStream``: BeaconTLS's `TLSStream`). Non-blocking:
+/// a call that would block says what to wait for instead. The connection owns the socket; ``close()`` ends the stream's use of
 /// it (and, for TLS, says goodbye and keeps the session for the next connection).
-protocol ByteStream: AnyObject {
+package protocol ByteStream: AnyObject {
     /// Writes the start of `head` followed by `body`; returns how many bytes went.
     func write(_ head: UnsafeRawBufferPointer, _ body: UnsafeRawBufferPointer) -> StreamResult
     /// Reads into `buffer`.

@@ -23,7 +23,7 @@ import Glibc
 /// ```swift
 /// let route = ProxyRoute(for: url, environment: ProcessInfo.processInfo.environment)
 /// ```
-enum ProxyRoute: Equatable, Sendable {
+package enum ProxyRoute: Equatable, Sendable {
     /// Straight to the collector.
     case direct
     /// Through this proxy.
@@ -32,7 +32,7 @@ enum ProxyRoute: Equatable, Sendable {
     case unsupported(String)
 
     /// An HTTP proxy from the environment.
-    struct Proxy: Equatable, Sendable, CustomStringConvertible {
+    package struct Proxy: Equatable, Sendable, CustomStringConvertible {
         /// The proxy's host name or address (an IPv6 address without brackets).
         var host: String
         var port: UInt16
@@ -42,14 +42,14 @@ enum ProxyRoute: Equatable, Sendable {
         var variable: String
 
         /// `http://***@host:port (https_proxy)`: where, without the credentials.
-        var description: String {
+        package var description: String {
             let shown = host.contains(":") ? "[\(host)]" : host
             return "http://\(authorization == nil ? "" : "***@")\(shown):\(port) (from \(variable))"
         }
     }
 
     /// The route for `url` under `environment`.
-    init(for url: URL, environment: [String: String]) {
+    package init(for url: URL, environment: [String: String]) {
         let scheme = url.scheme?.lowercased() ?? ""
         guard let rawHost = url.host, !rawHost.isEmpty else {
             self = .direct

@@ -1,159 +1,14 @@
+import BeaconHTTP
 import COpenSSL
 import Glibc
 import Synchronization
-
-/// Why TLS failed, told to people, and whether retrying can help.
-struct TLSFailure: Error, Sendable, Equatable {
-    /// What failed and for which host, with a hint of what to do.
-    var message: String
-    /// A configuration problem (a certificate failed verification, no common protocol version, a
-    /// client certificate missing or refused, a CA file unreadable): reported like a 401 and not
-    /// retried as a transient error. False for a connection that broke.
-    var isConfiguration: Bool
-}
-
-/// The name a TLS connection checks the server's certificate against, and whether it is sent as
-/// SNI: a host name is (and must match a DNS subject alternative name); an IP address literal is
-/// not (RFC 6066 §3) and must match an IP subject alternative name.
-enum TLSPeerName: Equatable, Sendable {
-    /// A host name, lower case, without a trailing dot.
-    case dns(String)
-    /// An IPv4 or IPv6 address literal, without brackets or zone.
-    case ip(String)
-
-    /// The name for `host` as it stands in a URL (an IPv6 address with or without brackets).
-    init(host: String) {
-        var name = Substring(host)
-        if name.hasPrefix("["), name.hasSuffix("]") { name = name.dropFirst().dropLast() }
-        var address = in6_addr()
-        if inet_pton(AF_INET, String(name), &address) == 1 {
-            self = .ip(String(name))
-            return
-        }
-        if name.contains(":") {
-            let withoutZone = name.split(separator: "%", maxSplits: 1, omittingEmptySubsequences: false)[0]
-            if inet_pton(AF_INET6, String(withoutZone), &address) == 1 {
-                self = .ip(String(withoutZone))
-                return
-            }
-        }
-        if name.hasSuffix("."), name.count > 1 { name = name.dropLast() }
-        self = .dns(name.lowercased())
-    }
-
-    /// The SNI value: the host name, or nil for an address.
-    var serverName: String? {
-        if case .dns(let name) = self { return name }
-        return nil
-    }
-}
-
-/// One transport's TLS settings made into an OpenSSL `SSL_CTX` (built once: loading the trust
-/// store is the costly part), and the session of its last connection, resumed by the next one.
-final class TLSContext: @unchecked Sendable {
-    /// The `SSL_CTX`; OpenSSL makes `SSL_new` on it safe from any thread.
-    let context: OpaquePointer
-    /// The last connection's session, for the same host and port: (key, `SSL_SESSION`).
-    private let session = Mutex<Session?>(nil)
-    /// Handshakes completed, and how many of them resumed a session (for tests and the benchmark).
-    let handshakes = Atomic<Int>(0)
-    let resumedHandshakes = Atomic<Int>(0)
-
-    private struct Session: @unchecked Sendable {
-        var key: String
-        var pointer: OpaquePointer
-    }
-
-    init(_ configuration: TLSConfiguration) throws(TLSFailure) {
-        ERR_clear_error()
-        guard let context = SSL_CTX_new(TLS_client_method()) else {
-            throw TLSFailure(message: "cannot set up TLS: \(Self.lastError() ?? "out of memory")", isConfiguration: true)
-        }
-        self.context = context
-        _ = beacon_SSL_CTX_set_min_proto_version(context, TLS1_2_VERSION)
-        _ = SSL_CTX_set_options(context, beacon_SSL_OP_flags())
-        _ = beacon_SSL_CTX_set_mode(context, beacon_SSL_MODE_flags())
-        // Read what the socket has, not a record header and then its body: half the recv calls.
-        beacon_SSL_CTX_set_read_ahead(context, 1)
-        SSL_CTX_set_verify(context, SSL_VERIFY_PEER, nil)
-        if configuration.trustsSystemRoots {
-            _ = SSL_CTX_set_default_verify_paths(context)
-        }
-        ERR_clear_error()
-        if configuration.caFile != nil || configuration.caDirectory != nil {
-            for path in [configuration.caFile, configuration.caDirectory].compactMap({ $0 }) where access(path, R_OK) != 0 {
-                throw TLSFailure(message: "cannot read the CA certificates '\(path)': \(String(cString: strerror(errno)))", isConfiguration: true)
-            }
-            guard SSL_CTX_load_verify_locations(context, configuration.caFile, configuration.caDirectory) == 1 else {
-                let path = configuration.caFile ?? configuration.caDirectory ?? ""
-                throw TLSFailure(message: "cannot load the CA certificates '\(path)': \(Self.lastError() ?? "no certificate in it") (a PEM file, or a directory named by subject hash)", isConfiguration: true)
-            }
-        } else if !configuration.trustsSystemRoots {
-            throw TLSFailure(message: "no certificate to trust: name a CA file or directory, or trust the system's", isConfiguration: true)
-        }
-        switch (configuration.certificateFile, configuration.privateKeyFile) {
-        case (nil, nil):
-            break
-        case (let certificate?, let key?):
-            for path in [certificate, key] where access(path, R_OK) != 0 {
-                throw TLSFailure(message: "cannot read '\(path)': \(String(cString: strerror(errno)))", isConfiguration: true)
-            }
-            guard SSL_CTX_use_certificate_chain_file(context, certificate) == 1 else {
-                throw TLSFailure(message: "cannot load the client certificate '\(certificate)': \(Self.lastError() ?? "not a PEM certificate")", isConfiguration: true)
-            }
-            guard SSL_CTX_use_PrivateKey_file(context, key, SSL_FILETYPE_PEM) == 1 else {
-                throw TLSFailure(message: "cannot load the private key '\(key)': \(Self.lastError() ?? "not an unencrypted PEM key")", isConfiguration: true)
-            }
-            guard SSL_CTX_check_private_key(context) == 1 else {
-                throw TLSFailure(message: "the private key '\(key)' does not belong to the client certificate '\(certificate)'", isConfiguration: true)
-            }
-        default:
-            throw TLSFailure(message: "a client certificate needs both its certificate and its key file", isConfiguration: true)
-        }
-    }
-
-    deinit {
-        session.withLock { kept in
-            if let kept { SSL_SESSION_free(kept.pointer) }
-            kept = nil
-        }
-        SSL_CTX_free(context)
-    }
-
-    /// The kept session for `key`, with a reference of the caller's (nil when there is none).
-    func takeSession(for key: String) -> OpaquePointer? {
-        session.withLock { kept in
-            guard let kept, kept.key == key else { return nil }
-            _ = SSL_SESSION_up_ref(kept.pointer)
-            return kept.pointer
-        }
-    }
-
-    /// Keeps `pointer` (whose reference it takes over) as the session to resume for `key`.
-    func keep(_ pointer: OpaquePointer, for key: String) {
-        let old = session.withLock { kept in
-            defer { kept = Session(key: key, pointer: pointer) }
-            return kept?.pointer
-        }
-        if let old { SSL_SESSION_free(old) }
-    }
-
-    /// The first error in this thread's OpenSSL queue, for people (the queue is emptied).
-    static func lastError() -> String? {
-        let code = ERR_get_error()
-        ERR_clear_error()
-        guard code != 0 else { return nil }
-        if let reason = ERR_reason_error_string(code) { return String(cString: reason) }
-        return "OpenSSL error \(String(code, radix: 16))"
-    }
-}
 
 /// The socket BIO every TLS stream uses: `send` with `MSG_NOSIGNAL` and `recv` (see `shim.h`).
 nonisolated(unsafe) private let socketMethod: OpaquePointer? = beacon_bio_method_new()
 
 /// TLS over a connected non-blocking socket, through OpenSSL: the handshake (verification, SNI,
 /// session resumption) and then records. It does not own the socket.
-final class TLSStream: ByteStream {
+final class TLSStream: TLSByteStream {
     private let ssl: OpaquePointer
     /// The socket (the BIO keeps it too; `SSL_get_fd` does not see a custom BIO's).
     private let fd: Int32
@@ -217,7 +72,7 @@ final class TLSStream: ByteStream {
     var resumed: Bool { SSL_session_reused(ssl) == 1 }
 
     /// One step of the handshake: `.done(0)` once it is complete.
-    func handshake() -> StreamResult {
+    package func handshake() -> StreamResult {
         ERR_clear_error()
         let result = SSL_connect(ssl)
         if result == 1 {
@@ -242,7 +97,7 @@ final class TLSStream: ByteStream {
         }
     }
 
-    func write(_ head: UnsafeRawBufferPointer, _ body: UnsafeRawBufferPointer) -> StreamResult {
+    package func write(_ head: UnsafeRawBufferPointer, _ body: UnsafeRawBufferPointer) -> StreamResult {
         if head.isEmpty { return write(UnsafeRawBufferPointer(rebasing: body[..<min(body.count, Int(Int32.max))])) }
         guard head.count < Self.coalesce else { return write(head) }
         let buffer = scratch ?? UnsafeMutableRawBufferPointer.allocate(byteCount: Self.coalesce, alignment: 16)
@@ -261,7 +116,7 @@ final class TLSStream: ByteStream {
         return outcome(of: result, errno: errno)
     }
 
-    func read(into buffer: UnsafeMutableRawBufferPointer) -> StreamResult {
+    package func read(into buffer: UnsafeMutableRawBufferPointer) -> StreamResult {
         ERR_clear_error()
         var count = 0
         let result = SSL_read_ex(ssl, buffer.baseAddress, buffer.count, &count)
@@ -269,7 +124,7 @@ final class TLSStream: ByteStream {
         return outcome(of: result, errno: errno)
     }
 
-    func isIdle() -> Bool {
+    package func isIdle() -> Bool {
         guard !broken, SSL_has_pending(ssl) == 0 else { return false }
         var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         guard poll(&p, 1, 0) != 0 else { return true }
@@ -289,7 +144,7 @@ final class TLSStream: ByteStream {
     }
 
     /// Says goodbye (one try, without waiting) and keeps the session for the next connection.
-    func close() {
+    package func close() {
         guard !closed else { return }
         closed = true
         guard handshakeDone, !broken else { return }

@@ -8,7 +8,7 @@ import Glibc
 extension SocketConnection {
     /// Writes `request` whole without reading its answer; connects first when no request is
     /// outstanding and the connection is gone, idle-closed or to another endpoint.
-    func writePipelined(_ request: TransportRequest, to endpoint: SocketEndpoint, deadline: UInt64, isCancelled: () -> Bool) throws(Failure) {
+    package func writePipelined(_ request: TransportRequest, to endpoint: SocketEndpoint, deadline: UInt64, isCancelled: () -> Bool) throws(Failure) {
         let head = try Self.head(request, endpoint)
         if outstanding == 0 && pipelined.leftover.isEmpty {
             if fd >= 0, peer != endpoint.connectionKey || peerHasClosed() { disconnect() }
@@ -33,7 +33,7 @@ extension SocketConnection {
 
     /// Reads the answer to the oldest request outstanding; `keepsAlive` false when the connection
     /// ended with it (it is closed then, and the requests behind it have no answer).
-    func readPipelined(deadline: UInt64, isCancelled: () -> Bool) throws(Failure) -> PipelinedAnswers.Answer {
+    package func readPipelined(deadline: UInt64, isCancelled: () -> Bool) throws(Failure) -> PipelinedAnswers.Answer {
         precondition(outstanding > 0, "readPipelined without a request outstanding")
         do {
             let answer = try nextPipelinedAnswer(deadline: deadline, isCancelled: isCancelled)

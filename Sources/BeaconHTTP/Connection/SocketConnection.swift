@@ -2,141 +2,12 @@ import Dispatch
 import Foundation
 import Glibc
 
-/// Where a ``SocketTransport`` sends a URL's requests: host, port, `Host` field, request target
-/// and the proxy on the way, worked out once per URL.
-struct SocketEndpoint: Sendable {
-    let url: URL
-    /// The host name or address to resolve (an IPv6 address without its brackets).
-    let host: String
-    let port: UInt16
-    /// The `Host` header field's value.
-    let hostField: String
-    /// The path and query as written in the URL ("/" when empty).
-    let target: String
-    /// Whether the URL is `https://`.
-    let secure: Bool
-    /// The transport's TLS context, for an `https://` URL.
-    var tls: TLSContext?
-    /// `Basic …` from the URL's user info (RFC 7617: user and password percent-decoded, joined
-    /// by a colon), sent unless the request has its own `Authorization`. Never shown.
-    let authorization: String?
-    /// Directly or through a proxy.
-    let route: ProxyRoute
-
-    /// The endpoint of `url`, reached by `route` (``ProxyRoute/unsupported(_:)`` throws).
-    init(_ url: URL, route: ProxyRoute = .direct) throws(TransportError) {
-        let scheme = url.scheme?.lowercased() ?? ""
-        guard scheme == "http" || scheme == "https" else {
-            throw TransportError(.network, "\(RedactedURL(url)): SocketTransport needs an http:// or https:// URL")
-        }
-        secure = scheme == "https"
-        guard var host = url.host, !host.isEmpty else {
-            throw TransportError(.network, "\(RedactedURL(url)): the URL has no host")
-        }
-        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        let defaultPort = secure ? 443 : 80
-        let port = url.port ?? defaultPort
-        guard (1...65535).contains(port) else {
-            throw TransportError(.network, "\(RedactedURL(url)): port \(port) is out of range")
-        }
-        self.url = url
-        self.host = host
-        self.port = UInt16(port)
-        let shown = host.contains(":") ? "[\(host)]" : host
-        hostField = port == defaultPort ? shown : "\(shown):\(port)"
-        authorization = Self.basicAuthorization(of: url)
-        if case .unsupported(let reason) = route { throw TransportError(.network, "\(RedactedURL(url)): \(reason)") }
-        self.route = route
-        // Through a proxy, plain http names the whole URL (absolute form, RFC 9112 §3.2.2).
-        let path = Self.target(of: url.absoluteString)
-        target = route != .direct && !secure ? "http://\(hostField)\(path)" : path
-    }
-
-    /// The proxy that opens a `CONNECT` tunnel to the collector: for `https://` through a proxy.
-    var tunnel: ProxyRoute.Proxy? {
-        if case .proxy(let proxy) = route, secure { return proxy }
-        return nil
-    }
-
-    /// Where the TCP connection goes: the proxy's host and port, or the collector's.
-    var connectsTo: (host: String, port: UInt16) {
-        if case .proxy(let proxy) = route { return (proxy.host, proxy.port) }
-        return (host, port)
-    }
-
-    /// `Proxy-Authorization` for each request: plain http through a proxy with credentials.
-    var proxyAuthorization: String? {
-        if case .proxy(let proxy) = route, !secure { return proxy.authorization }
-        return nil
-    }
-
-    /// What an open connection must have been opened for to carry this endpoint's requests: the
-    /// same collector (or the same forwarding proxy), scheme and tunnel.
-    var connectionKey: String {
-        let (to, at) = connectsTo
-        return "\(secure ? "https" : "http") \(to) \(at) \(tunnel.map { _ in "tunnel \(host) \(port)" } ?? "") \(proxyAuthorization ?? "")"
-    }
-
-    /// `Basic base64(user:password)` for a URL with user info (as curl and URLSession send it),
-    /// nil without.
-    static func basicAuthorization(of url: URL) -> String? {
-        guard let user = url.user(percentEncoded: false) else { return nil }
-        let password = url.password(percentEncoded: false) ?? ""
-        return "Basic " + Data("\(user):\(password)".utf8).base64EncodedString()
-    }
-
-    /// The path and query of `text` (everything after the authority, up to a fragment), exactly as
-    /// written: percent escapes stay escaped.
-    static func target(of text: String) -> String {
-        var rest = Substring(text)
-        if let hash = rest.firstIndex(of: "#") { rest = rest[..<hash] }
-        if let separator = rest.range(of: "://") { rest = rest[separator.upperBound...] }
-        guard let start = rest.firstIndex(where: { $0 == "/" || $0 == "?" }) else { return "/" }
-        let target = rest[start...]
-        return target.first == "?" ? "/" + target : String(target)
-    }
-}
-
-/// Wakes a thread waiting in `poll` (a non-blocking socket pair): how a cancellation reaches a
-/// blocked exchange, and (in `beacon send`) how a finished task or a signal wakes the main thread.
-/// ``wake()`` is a `write(2)` of one byte, safe in a signal handler through ``writeEnd``.
-package final class SocketWaker: Sendable {
-    /// The end `poll` watches; -1 when the pair could not be made (no file descriptor left): then
-    /// waits are cut into slices of ``sliceWithoutPair`` milliseconds to notice a cancellation.
-    package let fd: Int32
-    /// The end ``wake()`` writes to.
-    package let writeEnd: Int32
-    static let sliceWithoutPair: UInt64 = 100
-
-    package init() {
-        var ends: (Int32, Int32) = (-1, -1)
-        let made = withUnsafeMutableBytes(of: &ends) { socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, $0.baseAddress!.assumingMemoryBound(to: Int32.self)) }
-        fd = made == 0 ? ends.0 : -1
-        writeEnd = made == 0 ? ends.1 : -1
-    }
-
-    deinit {
-        if fd >= 0 { close(fd) }
-        if writeEnd >= 0 { close(writeEnd) }
-    }
-
-    package func wake() {
-        var one: UInt8 = 1
-        _ = write(writeEnd, &one, 1)
-    }
-
-    func drain() {
-        var bytes = (UInt64(0), UInt64(0), UInt64(0), UInt64(0))
-        while withUnsafeMutableBytes(of: &bytes, { read(fd, $0.baseAddress, $0.count) }) > 0 {}
-    }
-}
-
 /// One keep-alive HTTP/1.1 connection and its read buffer, used by one request at a time.
 ///
 /// Confined to its transport's serial queue: only the exchange running there touches it.
-final class SocketConnection: @unchecked Sendable {
+package final class SocketConnection: @unchecked Sendable {
     /// Why an exchange failed, before it is told to people as a ``TransportError``.
-    enum Failure: Error {
+    package enum Failure: Error {
         case timeout
         case cancelled
         /// A system call failed: what was being done and `errno`.
@@ -159,20 +30,28 @@ final class SocketConnection: @unchecked Sendable {
     var stream: (any ByteStream)?
     /// The ``SocketEndpoint/connectionKey`` of the endpoint the open connection was made for.
     var peer: String?
-    let waker: SocketWaker
+    package let waker: SocketWaker
     private var parser: HTTPResponseParser
     let buffer: UnsafeMutableRawBufferPointer
     /// Connections opened so far (for tests and the benchmark).
-    private(set) var opened = 0
+    package private(set) var opened = 0
     /// How host names are looked up (`getaddrinfo`; tests slow it down or script it).
-    let lookup: SocketResolver.Lookup
+    package let lookup: SocketResolver.Lookup
+    /// Where lookups run (Beacon's bounded pool of lookup threads).
+    package let runLookup: SocketResolver.Runner
     /// Requests written by ``writePipelined(_:to:deadline:isCancelled:)`` and not answered yet.
-    var outstanding = 0
+    package var outstanding = 0
     /// The answers to pipelined requests, and the bytes read after the last one.
     var pipelined: PipelinedAnswers
 
-    init(maxResponseBodyBytes: Int, readBufferBytes: Int = 64 << 10, lookup: @escaping SocketResolver.Lookup = SocketResolver.system) {
+    /// Work to do once a request is written, before its answer is waited for: Beacon's uploader
+    /// reads its next batch then, on this thread (`IOThread.runDeferred`).
+    let beforeAwaitingAnswer: () -> Void
+
+    package init(maxResponseBodyBytes: Int, readBufferBytes: Int = 64 << 10, lookup: @escaping SocketResolver.Lookup = SocketResolver.system, runLookup: @escaping SocketResolver.Runner, beforeAwaitingAnswer: @escaping () -> Void = {}) {
         self.lookup = lookup
+        self.runLookup = runLookup
+        self.beforeAwaitingAnswer = beforeAwaitingAnswer
         waker = SocketWaker()
         parser = HTTPResponseParser(maxBodyBytes: maxResponseBodyBytes)
         pipelined = PipelinedAnswers(maxBodyBytes: maxResponseBodyBytes)
@@ -184,7 +63,7 @@ final class SocketConnection: @unchecked Sendable {
         buffer.deallocate()
     }
 
-    func disconnect() {
+    package func disconnect() {
         stream?.close()
         stream = nil
         if fd >= 0 { close(fd) }
@@ -199,7 +78,7 @@ final class SocketConnection: @unchecked Sendable {
     ///
     /// A connection that served earlier requests is reused; if it turns out closed before any
     /// byte of the answer arrived, the request is sent once more on a new connection.
-    func exchange(_ request: TransportRequest, to endpoint: SocketEndpoint, deadline: UInt64, isCancelled: () -> Bool) throws(Failure) -> TransportResponse {
+    package func exchange(_ request: TransportRequest, to endpoint: SocketEndpoint, deadline: UInt64, isCancelled: () -> Bool) throws(Failure) -> TransportResponse {
         let head = try Self.head(request, endpoint)
         var retried = false
         while true {
@@ -222,7 +101,7 @@ final class SocketConnection: @unchecked Sendable {
                 }
                 // While the collector answers: work the thread kept for then (the uploader reads
                 // its next batch), on this thread.
-                IOThread.runDeferred()
+                beforeAwaitingAnswer()
                 return try readAnswer(deadline: deadline, isCancelled: isCancelled)
             } catch {
                 disconnect()
@@ -274,9 +153,9 @@ final class SocketConnection: @unchecked Sendable {
 
     // MARK: - Connecting
 
-    func connect(_ endpoint: SocketEndpoint, deadline: UInt64, isCancelled: () -> Bool) throws(Failure) {
+    package func connect(_ endpoint: SocketEndpoint, deadline: UInt64, isCancelled: () -> Bool) throws(Failure) {
         let (host, port) = endpoint.connectsTo
-        let addresses = try SocketResolver.resolve(host, port: port, lookup: lookup, deadline: deadline, waker: waker, isCancelled: isCancelled)
+        let addresses = try SocketResolver.resolve(host, port: port, lookup: lookup, on: runLookup, deadline: deadline, waker: waker, isCancelled: isCancelled)
         let s = try SocketConnector.connect(addresses, deadline: deadline, waker: waker, isCancelled: isCancelled)
         var yes: Int32 = 1
         setsockopt(s, Int32(IPPROTO_TCP), TCP_NODELAY, &yes, socklen_t(MemoryLayout<Int32>.size))
@@ -338,10 +217,10 @@ final class SocketConnection: @unchecked Sendable {
     /// Starts TLS on the connected socket (directly, or through a proxy's tunnel): the handshake
     /// checks the certificate against `host` (as written in the URL) and resumes the session of
     /// the last connection to `host` and `port`. From then on requests go encrypted.
-    func startTLS(host: String, port: UInt16, context: TLSContext?, deadline: UInt64, isCancelled: () -> Bool) throws(Failure) {
+    func startTLS(host: String, port: UInt16, context: (any TLSProvider)?, deadline: UInt64, isCancelled: () -> Bool) throws(Failure) {
         guard let context else { throw .tls(TLSFailure(message: "no TLS context for \(host)", isConfiguration: true)) }
-        let tls: TLSStream
-        do { tls = try TLSStream(fd: fd, host: host, port: port, context: context) } catch { throw .tls(error) }
+        let tls: any TLSByteStream
+        do { tls = try context.stream(fd: fd, host: host, port: port) } catch { throw .tls(error) }
         stream = tls
         while true {
             switch tls.handshake() {

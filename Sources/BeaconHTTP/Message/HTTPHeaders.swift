@@ -1,5 +1,5 @@
 /// HTTP header fields in order, repeated names kept: the one header type of requests, answers,
-/// ``DeliveryConfiguration/headers`` and the loopback collector's recorded requests.
+/// `DeliveryConfiguration.headers` (Beacon) and the loopback collector's recorded requests.
 ///
 /// Names compare without regard to ASCII case (RFC 9110 §5.1) and keep the spelling they were
 /// given. The subscript reads the first field of a name and, when set, replaces every field of

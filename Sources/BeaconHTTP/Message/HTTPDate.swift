@@ -19,7 +19,7 @@ package enum HTTPDate {
 
     /// Parses an HTTP date: IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), RFC 850
     /// (`Sunday, 06-Nov-94 08:49:37 GMT`) or asctime (`Sun Nov  6 08:49:37 1994`). Seconds since 1970.
-    static func parse(_ text: String) -> Int64? {
+    package static func parse(_ text: String) -> Int64? {
         let months = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
         var tokens: [Substring] = []
         for part in text.split(whereSeparator: { $0 == " " || $0 == "," || $0 == "-" }) where !part.isEmpty { tokens.append(part) }
@@ -53,7 +53,7 @@ package enum HTTPDate {
     }
 
     /// `Retry-After`: delay seconds or an HTTP date, as a wait from `nowMillis` (never negative).
-    static func retryAfter(_ value: String, nowMillis: Int64) -> Duration? {
+    package static func retryAfter(_ value: String, nowMillis: Int64) -> Duration? {
         let trimmed = value.trimmingCharacters(in: .whitespaces)
         if let seconds = Int64(trimmed) { return seconds >= 0 ? .seconds(seconds) : nil }
         guard let date = parse(trimmed) else { return nil }

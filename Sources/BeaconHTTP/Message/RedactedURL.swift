@@ -29,9 +29,9 @@ public struct RedactedURL: Sendable, Hashable, CustomStringConvertible {
         description = Self.redact(text)
     }
 
-    static let mask = "***"
+    package static let mask = "***"
 
-    static func redact(_ text: String) -> String {
+    package static func redact(_ text: String) -> String {
         var rest = Substring(text)
         var fragment = ""
         if let hash = rest.firstIndex(of: "#") {

@@ -1,4 +1,4 @@
-/// How ``SocketTransport`` verifies an `https://` collector and, for mutual TLS, proves who it is.
+/// How `SocketTransport` verifies an `https://` collector and, for mutual TLS, proves who it is.
 ///
 /// Verification is always on: the collector's certificate must chain to a trusted CA, be valid
 /// now, and name the URL's host (a DNS or IP subject alternative name; a CN alone is refused);

@@ -4,7 +4,7 @@ import Glibc
 import Synchronization
 
 /// One address to connect to: a `sockaddr_in` or `sockaddr_in6` with its port.
-struct SocketAddress: Sendable {
+package struct SocketAddress: Sendable {
     let family: Int32
     private let storage: sockaddr_storage
     private let length: socklen_t
@@ -45,15 +45,19 @@ struct SocketAddress: Sendable {
 ///
 /// `localhost` and names under `.localhost` are both loopback addresses, 127.0.0.1 and ::1,
 /// whatever `/etc/hosts` says (RFC 6761 §6.3, as curl does). An address literal is taken as it
-/// is. Any other name is looked up with `getaddrinfo` on ``BlockingPool/lookups`` (Beacon's bounded
-/// threads, not a thread per lookup): `getaddrinfo` cannot be interrupted, so when the deadline
-/// passes (or the request is cancelled) first, the request stops waiting and the lookup finishes
-/// alone, its result dropped; a lookup still queued when its request gave up is not made.
-enum SocketResolver {
+/// is. Any other name is looked up with `getaddrinfo` by the connection's ``Runner`` (Beacon's
+/// `BlockingPool.lookups`: bounded threads, not a thread per lookup): `getaddrinfo` cannot be
+/// interrupted, so when the deadline passes (or the request is cancelled) first, the request stops
+/// waiting and the lookup finishes alone, its result dropped; a lookup still queued when its
+/// request gave up is not made.
+package enum SocketResolver {
     /// Looks `host` up (blocking); the addresses in the order to try, or why there are none.
-    typealias Lookup = @Sendable (_ host: String, _ port: UInt16) -> Result<[SocketAddress], LookupFailure>
+    package typealias Lookup = @Sendable (_ host: String, _ port: UInt16) -> Result<[SocketAddress], LookupFailure>
 
-    struct LookupFailure: Error {
+    /// Runs a lookup on a thread that may block (the lookup is `getaddrinfo`): returns at once.
+    package typealias Runner = @Sendable (_ lookup: @escaping @Sendable () -> Void) -> Void
+
+    package struct LookupFailure: Error {
         var reason: String
     }
 
@@ -65,14 +69,14 @@ enum SocketResolver {
     }
 
     /// The addresses of `host` at `port`, in the order to try them.
-    static func resolve(_ host: String, port: UInt16, lookup: @escaping Lookup, deadline: UInt64, waker: SocketWaker, isCancelled: () -> Bool) throws(SocketConnection.Failure) -> [SocketAddress] {
+    static func resolve(_ host: String, port: UInt16, lookup: @escaping Lookup, on runner: Runner, deadline: UInt64, waker: SocketWaker, isCancelled: () -> Bool) throws(SocketConnection.Failure) -> [SocketAddress] {
         if isLocalhost(host) {
             return [SocketAddress(numeric: "127.0.0.1", port: port)!, SocketAddress(numeric: "::1", port: port)!]
         }
         if let literal = SocketAddress(numeric: host, port: port) { return [literal] }
         let pending = PendingLookup()
         defer { pending.abandon() }
-        BlockingPool.lookups.submit { [pending] in
+        runner { [pending] in
             guard !pending.isAbandoned else { return }
             pending.finish(lookup(host, port))
         }
@@ -96,7 +100,7 @@ enum SocketResolver {
     }
 
     /// `getaddrinfo` for TCP, addresses in the order the system prefers.
-    static let system: Lookup = { host, port in
+    package static let system: Lookup = { host, port in
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)

@@ -1,0 +1,1 @@
+../BeaconLog/Internal/ThreadSanitizerMutex.swift
