@@ -13,6 +13,10 @@
 /// A collector that mishandles pipelining (it closes the connection with requests unanswered, or
 /// answers `Connection: close` or HTTP/1.0 with requests behind the answer) is told with
 /// ``pipeliningFailed(_:)``: from then on the window is one request, for this collector.
+///
+/// Inputs that cannot happen (a request written with the window full, an answer or a forget
+/// with fewer in flight) fail loudly through ``InvalidTransition`` and change nothing: the
+/// uploader reports what they return.
 struct RequestWindow: Sendable, Equatable {
     /// What the collector did with a request.
     enum Outcome: Equatable, Sendable {
@@ -60,17 +64,25 @@ struct RequestWindow: Sendable, Equatable {
     /// Whether another request may be written now.
     var canSend: Bool { inFlight < effectiveLimit }
 
-    /// A request was written.
-    mutating func sent() {
-        precondition(canSend, "sent() with the window full")
+    /// A request was written. With the window full it cannot have been: an invalid transition
+    /// (returned for the uploader to report; nothing changes).
+    mutating func sent() -> InvalidTransition? {
+        guard canSend else { return invalid("sent()") }
         inFlight += 1
         if inFlight >= limit { reachedLimit = true }
+        return nil
     }
 
-    /// The oldest request in flight was answered (or failed) at `now`.
-    mutating func answered(_ outcome: Outcome, now: Duration) {
-        precondition(inFlight > 0, "answered(_:now:) without a request in flight")
+    /// The oldest request in flight was answered (or failed) at `now`. With none in flight it
+    /// cannot have been: an invalid transition (nothing changes).
+    mutating func answered(_ outcome: Outcome, now: Duration) -> InvalidTransition? {
+        guard inFlight > 0 else { return invalid("answered(\(outcome))") }
         inFlight -= 1
+        adapt(outcome, now: now)
+        return nil
+    }
+
+    private mutating func adapt(_ outcome: Outcome, now: Duration) {
         switch outcome {
         case .accepted(let rtt):
             currentSum += max(0, Double(rtt.components.seconds) + Double(rtt.components.attoseconds) * 1e-18)
@@ -108,9 +120,18 @@ struct RequestWindow: Sendable, Equatable {
 
     /// Requests in flight ended without an answer that says anything about them (the connection
     /// was dropped after a failure, or the pass was cancelled): they leave the window.
-    mutating func forget(_ count: Int) {
-        precondition(count <= inFlight, "forget(_:) more than are in flight")
+    /// Forgetting more than are in flight is an invalid transition (nothing changes).
+    mutating func forget(_ count: Int) -> InvalidTransition? {
+        guard (0...inFlight).contains(count) else { return invalid("forget(\(count))") }
         inFlight -= count
+        return nil
+    }
+
+    /// The state as an invalid transition names it.
+    var summary: String { "limit \(limit) of \(maximum), \(inFlight) in flight\(pipeliningRefused == nil ? "" : ", pipelining refused")" }
+
+    private func invalid(_ input: String) -> InvalidTransition {
+        InvalidTransition.failed("RequestWindow", state: summary, input: input)
     }
 
     /// Connections in a row that ended with requests unanswered before serving twice the window.

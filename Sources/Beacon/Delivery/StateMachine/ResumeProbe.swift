@@ -88,8 +88,14 @@ package struct ResumeProbe: Sendable, Equatable {
     }
 
     /// The probe that ``step(now:retryAt:)`` asked for ended at `now`.
+    ///
+    /// A probe's end can be stale, and is then ignored: the probe runs outside the scheduler's
+    /// lock, and meanwhile a flush may have delivered (``ended()``: no backoff left) or failed
+    /// again (``failed(retryAt:notBefore:unanswered:)``: a new backoff, with no probe asked for
+    /// yet). Its result says nothing about the backoff now. These are races of the I/O shell,
+    /// not impossible inputs, so they are not ``InvalidTransition``s.
     package mutating func probed(reachable: Bool, at now: Duration) {
-        guard var b = backoff else { return }
+        guard var b = backoff, b.probing else { return }
         b.probing = false
         if reachable {
             if b.sawDown { b.cameBack = true }

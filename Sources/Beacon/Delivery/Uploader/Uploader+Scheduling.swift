@@ -178,6 +178,11 @@ extension Uploader {
         }
     }
 
+    /// Reports an input a state machine could not take (``InvalidTransition``), if there was one.
+    func reportInvalid(_ transition: InvalidTransition?) {
+        if let transition { report(transition.diagnostic) }
+    }
+
     /// Runs `body` (a pass, a flush or the final drain) so that ``stop()`` or the shutdown's
     /// deadline can cancel it, and, unless `shielded`, the caller's own cancellation.
     ///

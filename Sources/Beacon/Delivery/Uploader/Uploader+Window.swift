@@ -107,12 +107,12 @@ extension Uploader {
                     // Not written (or not whole): the connection is gone with what it held.
                     let cause = transportError(error)
                     observeAnswer(.failure(cause), events: session.batch.count, elapsed: time.now() - started)
-                    window.sent()
-                    window.forget(1)
+                    reportInvalid(window.sent())
+                    reportInvalid(window.forget(1))
                     session.machine.abandon(sent: true)
                     if cause.code == .cancelled || Task.isCancelled {
                         leaveUnanswered(outstanding, plus: session)
-                        window.forget(outstanding.count)
+                        reportInvalid(window.forget(outstanding.count))
                         return (sent, .outcome(.deadline))
                     }
                     if outstanding.isEmpty {
@@ -120,15 +120,15 @@ extension Uploader {
                         return (sent, .drained(next: session))
                     }
                     leaveUnanswered(outstanding.dropFirst(), plus: session)
-                    window.forget(outstanding.count - 1)
+                    reportInvalid(window.forget(outstanding.count - 1))
                     pipe.dropPipeline()
                     var front = outstanding[0].session
                     front.machine.received(.retry, DeliveryStateMachine.Answer(status: nil, detail: cause.message, cause: cause))
                     counted(failure: cause.message)
-                    window.answered(.other, now: time.now())
+                    reportInvalid(window.answered(.other, now: time.now()))
                     return (sent, .failed(front))
                 }
-                window.sent()
+                reportInvalid(window.sent())
                 readFrom = session.batch.end
                 outstanding.append(Outstanding(session: session, range: inflight, sentAt: started, timeout: timeout, bytes: request.body.count))
                 next = nil
@@ -156,7 +156,7 @@ extension Uploader {
                 pipe.dropPipeline()
                 front.session.machine.abandon(sent: true)
                 leaveUnanswered([front] + outstanding)
-                window.forget(1 + outstanding.count)
+                reportInvalid(window.forget(1 + outstanding.count))
                 return (sent, .outcome(.deadline))
             case .failure(let cause):
                 pipe.dropPipeline()
@@ -165,14 +165,14 @@ extension Uploader {
                     // Closed with requests unanswered, soon after it opened: no failure of these
                     // events (sent again as they were cut); the third time in a row, one request
                     // at a time for this collector from then on.
-                    window.forget(1 + outstanding.count)
+                    reportInvalid(window.forget(1 + outstanding.count))
                     endedEarly(after: answeredOnConnection, "the connection was closed after \(answeredOnConnection) answers with \(1 + outstanding.count) requests unanswered")
                     front.session.machine.abandon(sent: true)
                     leaveUnanswered(outstanding)
                     return (sent, .drained(next: front.session))
                 }
-                window.answered(cause.code == .timeout ? .pushedBack : .other, now: time.now())
-                window.forget(outstanding.count)
+                reportInvalid(window.answered(cause.code == .timeout ? .pushedBack : .other, now: time.now()))
+                reportInvalid(window.forget(outstanding.count))
                 counted(failure: scrubbed.message)
                 leaveUnanswered(outstanding)
                 front.session.machine.received(cause.code == .tls ? .pause : .retry, DeliveryStateMachine.Answer(status: nil, detail: scrubbed.message, cause: scrubbed))
@@ -181,13 +181,13 @@ extension Uploader {
                 answeredOnConnection += 1
                 noteAnswer(response)
                 let verdict = AnswerAction.of(response, classifier: configuration.classifyAnswer)
-                window.answered(verdict == .acknowledge ? .accepted(rtt: elapsed) : verdict == .retry ? .pushedBack : .other, now: time.now())
+                reportInvalid(window.answered(verdict == .acknowledge ? .accepted(rtt: elapsed) : verdict == .retry ? .pushedBack : .other, now: time.now()))
                 if answeredOnConnection == 2 * window.limit { window.connectionServed() }
                 if !keepsAlive {
                     defer { answeredOnConnection = 0 }
                     if !outstanding.isEmpty {
                         // The connection ended with requests behind this answer.
-                        window.forget(outstanding.count)
+                        reportInvalid(window.forget(outstanding.count))
                         endedEarly(after: answeredOnConnection, "it answered \(response.status) with Connection: close (or HTTP/1.0) with \(outstanding.count) requests behind")
                         leaveUnanswered(outstanding)
                         outstanding = []
@@ -290,7 +290,7 @@ extension Uploader {
                 break
             }
             rest.removeFirst()
-            window.answered(.other, now: time.now())
+            reportInvalid(window.answered(.other, now: time.now()))
             noteAnswer(response)
             let accepted = AnswerAction.of(response, classifier: configuration.classifyAnswer) == .acknowledge
             var range = o.range
@@ -304,7 +304,7 @@ extension Uploader {
             remember(range)
             if !keepsAlive { pipe.dropPipeline(); break }
         }
-        window.forget(rest.count)
+        reportInvalid(window.forget(rest.count))
         leaveUnanswered(Array(rest))
         return delivered
     }

@@ -12,10 +12,10 @@ struct RequestWindowTests {
     static func drive(_ window: inout RequestWindow, now: inout Duration, rounds: Int, rtt: Duration, outcome: RequestWindow.Outcome? = nil) -> [Int] {
         var limits: [Int] = []
         for _ in 0..<rounds {
-            while window.canSend { window.sent() }
+            while window.canSend { #expect(window.sent() == nil) }
             // Answers of a full window arrive rtt / W apart.
             now += rtt / max(1, window.inFlight)
-            window.answered(outcome ?? .accepted(rtt: rtt), now: now)
+            #expect(window.answered(outcome ?? .accepted(rtt: rtt), now: now) == nil)
             limits.append(window.limit)
         }
         return limits
@@ -38,9 +38,9 @@ struct RequestWindowTests {
         var now = Duration.zero
         for _ in 0..<100 {
             // One request at a time although the window has room... only once it is 1 it is full.
-            window.sent()
+            #expect(window.sent() == nil)
             now += .milliseconds(100)
-            window.answered(.accepted(rtt: .milliseconds(100)), now: now)
+            #expect(window.answered(.accepted(rtt: .milliseconds(100)), now: now) == nil)
         }
         // The limit of 1 was full each time: it grew to 2, and never beyond, as one request never fills 2.
         #expect(window.limit == 2)
@@ -54,10 +54,10 @@ struct RequestWindowTests {
         var expected = maximum
         var seen: [Int] = []
         for _ in 0..<400 {
-            while window.canSend { window.sent() }
+            while window.canSend { #expect(window.sent() == nil) }
             now += .milliseconds(100) / max(1, window.inFlight)
             let before = window.limit
-            window.answered(.pushedBack, now: now)
+            #expect(window.answered(.pushedBack, now: now) == nil)
             if window.limit != before {
                 expected = max(1, Int(Double(before) * 0.9))
                 #expect(window.limit == expected)
@@ -87,17 +87,17 @@ struct RequestWindowTests {
             var window = RequestWindow(maximum: maximum)
             var now = Duration.zero
             Self.drive(&window, now: &now, rounds: 100, rtt: .milliseconds(50))
-            window.forget(window.inFlight)
+            #expect(window.forget(window.inFlight) == nil)
             window.pipeliningFailed("closed with 3 requests unanswered")
             #expect(window.effectiveLimit == 1 && window.pipeliningRefused == "closed with 3 requests unanswered")
             window.pipeliningFailed("another reason")
             #expect(window.pipeliningRefused == "closed with 3 requests unanswered", "the first reason is kept")
             for _ in 0..<200 {
                 #expect(window.canSend)
-                window.sent()
+                #expect(window.sent() == nil)
                 #expect(!window.canSend)
                 now += .milliseconds(50)
-                window.answered(.accepted(rtt: .milliseconds(50)), now: now)
+                #expect(window.answered(.accepted(rtt: .milliseconds(50)), now: now) == nil)
             }
             #expect(window.effectiveLimit == 1)
         }
@@ -145,17 +145,17 @@ struct RequestWindowTests {
     /// flight up to it, pipelining working or not): the invariants hold after each.
     @Test("every state × input: the limit stays in 1…maximum, moves by +1 or to ⌊0.9 W⌋, in flight never above the effective limit", arguments: 1...6)
     func everyStateAndInput(maximum: Int) {
-        enum Input: CaseIterable { case send, fast, slow, pushedBack, other, forget, refuse }
+        enum Input: CaseIterable { case send, fast, slow, pushedBack, other, forget, forgetTooMany, refuse }
         // The states: grown to each limit, with each number in flight, pipelining refused or not.
         var states: [(RequestWindow, Duration)] = []
         for target in 1...maximum {
             var window = RequestWindow(maximum: maximum)
             var now = Duration.zero
             while window.limit < target { Self.drive(&window, now: &now, rounds: 1, rtt: .milliseconds(10)) }
-            window.forget(window.inFlight)
+            #expect(window.forget(window.inFlight) == nil)
             for inFlight in 0...window.limit {
                 var state = window
-                for _ in 0..<inFlight { state.sent() }
+                for _ in 0..<inFlight { #expect(state.sent() == nil) }
                 states.append((state, now))
                 var refused = state
                 refused.pipeliningFailed("test")
@@ -167,12 +167,22 @@ struct RequestWindowTests {
                 var window = state
                 let before = window
                 switch input {
+                case .send where !window.canSend:
+                    // Impossible: the uploader writes only while canSend. It fails loudly and changes nothing.
+                    let (result, recorded) = LifecycleStateMachineTests.recordingInvalidTransitions { window.sent() }
+                    #expect(result != nil && recorded == [result!] && result?.machine == "RequestWindow")
+                    #expect(window == before)
                 case .send:
-                    guard window.canSend else { continue }
-                    window.sent()
+                    #expect(window.sent() == nil)
                     #expect(window.inFlight == before.inFlight + 1)
                 case .fast, .slow, .pushedBack, .other:
-                    guard window.inFlight > 0 else { continue }
+                    guard window.inFlight > 0 else {
+                        // Impossible: an answer with nothing in flight.
+                        let (result, recorded) = LifecycleStateMachineTests.recordingInvalidTransitions { window.answered(.other, now: now + .seconds(60)) }
+                        #expect(result != nil && recorded == [result!])
+                        #expect(window == before)
+                        break
+                    }
                     let outcome: RequestWindow.Outcome = switch input {
                     case .fast: .accepted(rtt: .milliseconds(5))
                     case .slow: .accepted(rtt: .seconds(5))
@@ -180,7 +190,7 @@ struct RequestWindowTests {
                     default: .other
                     }
                     // Late enough for the interval to end.
-                    window.answered(outcome, now: now + .seconds(60))
+                    #expect(window.answered(outcome, now: now + .seconds(60)) == nil)
                     #expect(window.inFlight == before.inFlight - 1)
                     if window.limit > before.limit {
                         #expect(window.limit == before.limit + 1)
@@ -191,8 +201,13 @@ struct RequestWindowTests {
                         #expect(input == .pushedBack || input == .slow)
                     }
                 case .forget:
-                    window.forget(window.inFlight)
+                    #expect(window.forget(window.inFlight) == nil)
                     #expect(window.inFlight == 0 && window.limit == before.limit)
+                case .forgetTooMany:
+                    // Impossible: more forgotten than were in flight.
+                    let (result, recorded) = LifecycleStateMachineTests.recordingInvalidTransitions { window.forget(window.inFlight + 1) }
+                    #expect(result != nil && recorded == [result!])
+                    #expect(window == before)
                 case .refuse:
                     window.pipeliningFailed("test")
                     #expect(window.effectiveLimit == 1)

@@ -97,6 +97,23 @@ struct ResumeProbeTests {
         #expect(p.backoff == nil)
     }
 
+    @Test("a probe's stale end (its backoff replaced by a flush's new failure before any probe was asked for) changes nothing")
+    func staleProbeOfAReplacedBackoff() {
+        var p = Probe()
+        p.failed(retryAt: .seconds(60), unanswered: true)
+        #expect(p.step(now: .zero, retryAt: .seconds(60)) == .probe)
+        p.probed(reachable: false, at: .milliseconds(10))
+        #expect(p.step(now: .milliseconds(510), retryAt: .seconds(60)) == .probe)
+        // While that probe runs, a flush fails again without an answer: a new backoff.
+        p.failed(retryAt: .seconds(120), unanswered: true)
+        let fresh = p
+        // The old probe ends, the collector reachable: for the new backoff it proves nothing
+        // (no probe of it saw the collector down), and the new backoff's first probe stays due.
+        p.probed(reachable: true, at: .milliseconds(520))
+        #expect(p == fresh)
+        #expect(p.step(now: .milliseconds(520), retryAt: .seconds(120)) == .probe)
+    }
+
     @Test("a probe that finds the collector back while a Retry-After is pending resumes when the Retry-After ends")
     func comesBackDuringRetryAfter() {
         var p = Probe()
