@@ -66,7 +66,7 @@ struct DeliveryBeaconTests {
         let run = try Beacon(configuration: configuration(dir, collector) { $0.flushBulkSize = 1 })
         let running = Task { await run.run() }
         let runUploader = try #require(run.delivery.uploader)
-        #expect(await eventually(30) { runUploader.scheduling.withLock { $0.machine.loop != 0 } })
+        #expect(await eventually(30) { runUploader.scheduling.withLock { $0.machine.loop.id != 0 } })
         run.track("Second")
         try run.sync()
         #expect(await eventually(30) { collector.acceptedEvents.count == 2 })

@@ -365,9 +365,9 @@ struct LifecycleStateMachineTests {
         #expect(s.loopStep(third.id, now: .zero) == .pass)
         _ = s.loopPassEnded(.completed(pending: 0), by: third.id)
         s.loopEnded(second.id)
-        #expect(s.loop == third.id, "a replaced loop ending does not detach the new one")
+        #expect(s.loop.id == third.id, "a replaced loop ending does not detach the new one")
         s.loopEnded(third.id)
-        #expect(s.loop == 0)
+        #expect(s.loop.id == 0)
     }
 
     @Test("the interval: a pass every interval from the loop's start; ticks while backing off do not shorten the backoff")
@@ -400,10 +400,10 @@ struct LifecycleStateMachineTests {
         #expect(s.loopStep(id, now: .zero) == .pass)
         #expect(s.countChanged(unsent: 60) == .none, "armed while its pass runs")
         _ = s.loopPassEnded(.completed(pending: 12), by: 1)
-        #expect(s.armed && s.due, "12 still pending at the pass's end: another pass")
+        #expect(s.trigger.armed && s.trigger.due, "12 still pending at the pass's end: another pass")
         #expect(s.loopStep(id, now: .zero) == .pass)
         _ = s.loopPassEnded(.completed(pending: 2), by: 1)
-        #expect(!s.armed && !s.due)
+        #expect(!s.trigger.armed && !s.trigger.due)
         #expect(s.countChanged(unsent: 10) == .wakeLoop)
     }
 
@@ -421,7 +421,7 @@ struct LifecycleStateMachineTests {
         #expect(s.flushRequested() == .run)
         s.flushPassEnded(.completed(pending: 0))
         #expect(s.flushEnded() == .wakeLoop)
-        #expect(s.state == .idle && s.backoffUntil == .zero, "delivered: no backoff left")
+        #expect(s.state == .idle && s.failure == nil, "delivered: no backoff left")
         #expect(s.retryAfterUntil == .seconds(30), "the collector's Retry-After stays")
         // A retry at once (Retry-After: 0) still retries: the loop is not left idle.
         #expect(s.loopStep(id, now: .seconds(50)) == .wait(until: nil))
@@ -443,6 +443,6 @@ struct LifecycleStateMachineTests {
         s.shutdownEnded()
         #expect(s.state == .stopped && s.cancelsWork)
         #expect(s.loopStarted(now: .zero).wakeReplaced == false)
-        #expect(!s.due, "a loop started after the end has nothing due")
+        #expect(!s.trigger.due, "a loop started after the end has nothing due")
     }
 }

@@ -185,7 +185,7 @@ extension Uploader {
             case .failed(let failure):
                 retrying = failure.error
                 // Transient failures are retried after the backoff while a request may still start.
-                let notBefore = scheduling.withLock { $0.machine.backoffUntil }
+                let notBefore = scheduling.withLock { $0.machine.failure?.retryAt ?? .zero }
                 guard failure.error.code == .transient, !Task.isCancelled,
                       let retryAt = DeliveryTiming.flushRetry(at: notBefore, deadline: target, requestTimeout: configuration.requestTimeout, lastRequestDuration: lastRequestDuration)
                 else {

@@ -17,7 +17,7 @@ extension Uploader {
         defer { scheduling.withLock { s in if s.probe === cancellation { s.probe = nil } } }
         if cancelled { return false }
         let url = configuration.url
-        let timeout = min(configuration.requestTimeout, scheduling.withLock { $0.machine.probe.timeout })
+        let timeout = min(configuration.requestTimeout, scheduling.withLock { $0.machine.probing.timeout })
         return await withCheckedContinuation { continuation in
             probeQueue.async {
                 continuation.resume(returning: prober.probe(url, timeout: timeout, cancellation: cancellation))

@@ -44,7 +44,7 @@ extension Uploader {
     /// Calling it again does nothing, and so does calling it while ``run(shutdownGrace:)`` delivers.
     public nonisolated func start() {
         scheduling.withLock { s in
-            guard s.backgroundLoop == nil, s.machine.loop == 0, s.machine.state != .stopped, !s.machine.isShuttingDown else { return }
+            guard s.backgroundLoop == nil, s.machine.loop.id == 0, s.machine.state != .stopped, !s.machine.isShuttingDown else { return }
             let reference = WeakUploader(self)
             s.backgroundLoop = Task { [time] in await Self.runWhileReferenced(reference, time: time) }
         }
@@ -133,7 +133,7 @@ extension Uploader {
     /// are unsent. Cheap and non-blocking; call it from the append path.
     public nonisolated func recordsAppended(_ count: Int = 1) {
         let wakeup = scheduling.withLock { s -> Wakeup? in
-            s.machine.countChanged(unsent: s.machine.unsent + count) == .wakeLoop ? s.wakeup : nil
+            s.machine.countChanged(unsent: s.machine.trigger.unsent + count) == .wakeLoop ? s.wakeup : nil
         }
         wakeup?.signal()
     }

@@ -115,27 +115,28 @@ struct UploaderScheduler: Sendable {
     }
 
     private(set) var state: State = .idle
-    /// The loop that drives background passes (0: none).
-    private(set) var loop: UInt64 = 0
-    private var loops: UInt64 = 0
-    /// A background pass should start as soon as the state allows.
-    private(set) var due = false
-    /// The count trigger fired and its pass has not ended (further triggers do nothing).
-    private(set) var armed = false
-    /// Events the count trigger knows to be waiting.
-    private(set) var unsent = 0
-    /// No background pass before this (the backoff after a failed pass).
-    private(set) var backoffUntil: Duration = .zero
-    /// The last pass failed: a background pass retries at ``backoffUntil``.
-    private(set) var failing = false
-    /// No attempt at all before this (the collector's `Retry-After`).
+    /// The delivery loop that drives background passes.
+    private(set) var loop = Loop()
+    /// The count and interval triggers. Not per state: a trigger that fires while a pass or
+    /// flush runs (or while backing off) makes the pass after it due, so it spans every running
+    /// state; shutdown and stop clear it.
+    private(set) var trigger = Trigger()
+    /// The last pass's failure, nil once a pass completes: `backingOff` is entered from it when a
+    /// pass or flush ends, and a pass that is cancelled keeps it. (It outlives `backingOff`: a
+    /// flush or a retry pass runs with it, and a cancelled one returns to it.)
+    private(set) var failure: Failure?
+    /// No attempt at all before this: the collector's last `Retry-After`. A fact about the
+    /// collector, not a state: it stays after a pass delivers.
     private(set) var retryAfterUntil: Duration = .zero
-    /// ``stopRequested()`` came during shutdown: what runs is cancelled and the drain does not start.
+    /// ``stopRequested()`` came during shutdown: what runs is cancelled and the drain does not
+    /// start. Only set in `shuttingDown`, which ends in `stopped`.
     private(set) var stopping = false
-    /// The next interval tick, while a loop runs and an interval is set.
-    private(set) var nextTick: Duration?
-    /// Probing the collector while backing off after a failure without an answer.
-    private(set) var probe = ResumeProbe()
+    /// The probe's settings (interval, timeout); each failure probes with a copy.
+    let probing = ResumeProbe()
+
+    /// Where a pass or flush that ended leaves the scheduler: backing off after a failure, else idle.
+    private var afterWork: State { failure.map { .backingOff(until: $0.retryAt) } ?? .idle }
+
     let bulkSize: Int
     let interval: Duration?
 
@@ -149,30 +150,25 @@ struct UploaderScheduler: Sendable {
     /// A delivery loop starts: it takes over from an earlier one, and a first pass is due (events
     /// an earlier run left). Returns its id and whether to wake the loop it replaces.
     mutating func loopStarted(now: Duration) -> (id: UInt64, wakeReplaced: Bool) {
-        loops += 1
-        let replaced = loop != 0
-        loop = loops
+        let (id, replaced) = loop.start()
         if state != .stopped, !isShuttingDown {
-            due = true
-            nextTick = interval.map { now + $0 }
+            trigger.due = true
+            loop.nextTick = interval.map { now + $0 }
         }
-        return (loop, replaced)
+        return (id, replaced)
     }
 
     /// The loop `id` ended (cancelled, replaced or stopped).
     mutating func loopEnded(_ id: UInt64) {
-        if loop == id {
-            loop = 0
-            nextTick = nil
-        }
+        loop.end(id)
     }
 
     /// What loop `id` does next, at `now`.
     mutating func loopStep(_ id: UInt64, now: Duration) -> LoopAction {
-        guard id == loop else { return .exit }
-        if let interval, let tick = nextTick, now >= tick {
-            nextTick = now + interval
-            due = true
+        guard id == loop.id else { return .exit }
+        if let interval, let tick = loop.nextTick, now >= tick {
+            loop.nextTick = now + interval
+            trigger.due = true
         }
         switch state {
         case .shuttingDown, .stopped:
@@ -180,19 +176,21 @@ struct UploaderScheduler: Sendable {
         case .sending, .flushing:
             return .wait(until: nil)
         case .backingOff(let until):
+            var probe = failure?.probe ?? probing
+            defer { failure?.probe = probe }
             switch probe.step(now: now, retryAt: until) {
             case .wait(let until): return .wait(until: until)
             case .probe: return .probe
             case .retry:
                 probe.ended()
                 state = .sending(flushQueued: false)
-                due = false
+                trigger.due = false
                 return .pass
             }
         case .idle:
-            guard due else { return .wait(until: nextTick) }
+            guard trigger.due else { return .wait(until: loop.nextTick) }
             state = .sending(flushQueued: false)
-            due = false
+            trigger.due = false
             return .pass
         }
     }
@@ -202,18 +200,18 @@ struct UploaderScheduler: Sendable {
     /// The count trigger: `unsent` events wait (appended since the last pass, or pending in the
     /// log). At ``bulkSize`` a pass becomes due, once until it ends.
     mutating func countChanged(unsent: Int) -> PassAction {
-        self.unsent = unsent
-        guard !armed, unsent >= bulkSize else { return .none }
+        trigger.unsent = unsent
+        guard !trigger.armed, unsent >= bulkSize else { return .none }
         switch state {
         case .shuttingDown, .stopped:
             return .none
         case .idle:
-            armed = true
-            due = true
+            trigger.armed = true
+            trigger.due = true
             return .wakeLoop
         case .backingOff, .sending, .flushing:
-            armed = true
-            due = true
+            trigger.armed = true
+            trigger.due = true
             return .none
         }
     }
@@ -229,9 +227,9 @@ struct UploaderScheduler: Sendable {
                 state = .flushing
                 return .startQueuedFlush
             }
-            state = failing ? .backingOff(until: backoffUntil) : .idle
+            state = afterWork
             // A loop that took over meanwhile waits for this pass to end.
-            return id == loop ? .none : .wakeLoop
+            return id == loop.id ? .none : .wakeLoop
         case .shuttingDown(.waitingForPass):
             state = .shuttingDown(.draining)
             return .resumeShutdown
@@ -246,7 +244,7 @@ struct UploaderScheduler: Sendable {
     /// The probe the loop ran ended at `now`: the collector accepted a connection (`reachable`) or
     /// not. The loop asks for its next step again.
     mutating func probeEnded(reachable: Bool, now: Duration) {
-        probe.probed(reachable: reachable, at: now)
+        failure?.probe.probed(reachable: reachable, at: now)
     }
 
     /// A pass of a flush or of the shutdown's drain ended: only the backoff and the count
@@ -258,21 +256,19 @@ struct UploaderScheduler: Sendable {
     private mutating func note(_ end: PassEnd) {
         switch end {
         case .completed(let pending):
-            unsent = pending
-            armed = pending >= bulkSize
-            due = armed
-            failing = false
-            backoffUntil = .zero
-            probe.ended()
+            trigger.unsent = pending
+            trigger.armed = pending >= bulkSize
+            trigger.due = trigger.armed
+            failure = nil
         case .cancelled:
-            armed = false
-            probe.ended()
+            trigger.armed = false
+            failure?.probe.ended()
         case .failed(let retryAt, let retryAfter, let unanswered):
-            armed = true
-            failing = true
-            backoffUntil = retryAt
+            trigger.armed = true
             if retryAfter { retryAfterUntil = retryAt }
+            var probe = probing
             probe.failed(retryAt: retryAt, notBefore: retryAfterUntil, unanswered: unanswered)
+            failure = Failure(retryAt: retryAt, probe: probe)
         }
     }
 
@@ -296,7 +292,7 @@ struct UploaderScheduler: Sendable {
     mutating func flushEnded() -> PassAction {
         switch state {
         case .flushing:
-            state = failing ? .backingOff(until: backoffUntil) : .idle
+            state = afterWork
             return .wakeLoop
         case .shuttingDown(.waitingForFlush):
             state = .shuttingDown(.draining)
@@ -333,15 +329,15 @@ struct UploaderScheduler: Sendable {
     /// The final drain ended.
     mutating func shutdownEnded() {
         state = .stopped
-        due = false
-        armed = false
+        trigger.due = false
+        trigger.armed = false
     }
 
     /// Stop without uploading (the log is being closed). During a shutdown, the shutdown ends
     /// (without its drain) and then the uploader is stopped.
     mutating func stopRequested() -> StopAction {
-        due = false
-        armed = false
+        trigger.due = false
+        trigger.armed = false
         switch state {
         case .stopped:
             return .none

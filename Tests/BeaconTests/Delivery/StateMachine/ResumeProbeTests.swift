@@ -164,7 +164,7 @@ struct ResumeProbeTests {
         #expect(s.loopStep(id, now: .milliseconds(1501)) == .pass)
         #expect(s.state == .sending(flushQueued: false))
         _ = s.loopPassEnded(.completed(pending: 0), by: id)
-        #expect(s.probe.backoff == nil && s.state == .idle)
+        #expect(s.failure?.probe.backoff == nil && s.state == .idle)
     }
 
     @Test("the loop backing off after an answered failure waits its backoff without probing")
@@ -233,7 +233,7 @@ struct ResumeProbeTests {
         default:
             s.flushPassEnded(.completed(pending: 0))
             _ = s.flushEnded()
-            #expect(s.state == .idle && s.probe.backoff == nil)
+            #expect(s.state == .idle && s.failure?.probe.backoff == nil)
             #expect(s.loopStep(id, now: .milliseconds(502)) == .wait(until: nil))
         }
     }
@@ -255,7 +255,7 @@ struct ResumeProbeTests {
         #expect(await eventually { uploader.stats.failedRequests >= 1 }, "the first pass fails: nothing listens")
         // The outage lasts until a probe has seen the collector down (a return before the first
         // probe is not seen: the backoff runs out then, ResumeProbe's rule).
-        #expect(await eventually { uploader.scheduling.withLock { $0.machine.probe.backoff?.sawDown == true } })
+        #expect(await eventually { uploader.scheduling.withLock { $0.machine.failure?.probe.backoff?.sawDown == true } })
         return (uploader, port)
     }
 

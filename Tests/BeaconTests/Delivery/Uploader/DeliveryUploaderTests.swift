@@ -231,18 +231,18 @@ struct DeliveryUploaderTests {
         // The loop's first pass (for events left by earlier runs) ends before the appends: a pass
         // ending between an append and its recordsAppended() counts that event twice, which only
         // brings a pass forward by one event, but this test counts exactly.
-        #expect(await eventually(60) { uploader.scheduling.withLock { $0.machine.loop != 0 && $0.machine.state == .idle && !$0.machine.due } })
+        #expect(await eventually(60) { uploader.scheduling.withLock { $0.machine.loop.id != 0 && $0.machine.state == .idle && !$0.machine.trigger.due } })
         for i in 0..<99 {
             try log.append(deliveryEvent(i))
             uploader.recordsAppended()
         }
-        #expect(uploader.scheduling.withLock { ($0.machine.unsent, $0.machine.armed) } == (99, false))
+        #expect(uploader.scheduling.withLock { ($0.machine.trigger.unsent, $0.machine.trigger.armed) } == (99, false))
         try log.append(deliveryEvent(99))
         uploader.recordsAppended()
         await transport.waitForRequests(count: 2)
         #expect(await eventually { uploader.stats.pendingEvents == 0 })
         #expect(transport.requests.flatMap { trackIDs(in: $0) } == Array(0..<100))
-        #expect(await eventually { uploader.scheduling.withLock { $0.machine.unsent == 0 && !$0.machine.armed } })
+        #expect(await eventually { uploader.scheduling.withLock { $0.machine.trigger.unsent == 0 && !$0.machine.trigger.armed } })
         _ = await uploader.shutdown()
     }
 
