@@ -19,17 +19,17 @@ import Glibc
 /// BlockingPool.shared.submit { log.sync() }
 /// let value = await BlockingPool.shared.run { try? log.sync() }
 /// ```
-final class BlockingPool: Sendable {
+package final class BlockingPool: Sendable {
     /// The pool every tracker and uploader shares.
-    static let shared = BlockingPool(name: "beacon-pool", maximumThreads: 8)
+    package static let shared = BlockingPool(name: "beacon-pool", maximumThreads: 8)
     /// Name lookups (`getaddrinfo`), apart: a lookup has a request's deadline, and must not wait
     /// behind closes and fsyncs (nor they behind a name service that does not answer).
-    static let lookups = BlockingPool(name: "beacon-dns", maximumThreads: 4)
+    package static let lookups = BlockingPool(name: "beacon-dns", maximumThreads: 4)
 
     /// The most threads this pool runs at once.
-    let maximumThreads: Int
+    package let maximumThreads: Int
     /// How long an idle thread waits for work before it ends.
-    let idleTimeout: Duration
+    package let idleTimeout: Duration
     private let name: String
     private let lock: ConditionLock<State>
 
@@ -52,7 +52,7 @@ final class BlockingPool: Sendable {
         }
     }
 
-    init(name: String, maximumThreads: Int, idleTimeout: Duration = .seconds(30)) {
+    package init(name: String, maximumThreads: Int, idleTimeout: Duration = .seconds(30)) {
         precondition(maximumThreads > 0, "a pool needs at least one thread")
         self.name = name
         self.maximumThreads = maximumThreads
@@ -61,10 +61,10 @@ final class BlockingPool: Sendable {
     }
 
     /// Threads running now (busy or idle), for tests and the thread table in DESIGN.md.
-    var threadCount: Int { lock.withLock { $0.state.threads } }
+    package var threadCount: Int { lock.withLock { $0.state.threads } }
 
     /// Queues `job`; it runs on one of the pool's threads. Returns at once.
-    func submit(_ job: @escaping @Sendable () -> Void) {
+    package func submit(_ job: @escaping @Sendable () -> Void) {
         let number = lock.withLock { held -> Int? in
             held.state.jobs.append(job)
             let waiting = held.state.jobs.count - held.state.head
@@ -81,7 +81,7 @@ final class BlockingPool: Sendable {
         guard let number else { return }
         let threadName = "\(name)-\(number)"
         let thread = Thread { [self] in
-            EventWriter.nameCurrentThread(threadName)
+            nameCurrentThread(threadName)
             work()
         }
         thread.name = threadName
@@ -89,7 +89,7 @@ final class BlockingPool: Sendable {
     }
 
     /// Runs `work` on the pool and returns its result, suspending (not blocking) the calling task.
-    func run<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
+    package func run<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
         await withCheckedContinuation { continuation in
             submit { continuation.resume(returning: work()) }
         }
