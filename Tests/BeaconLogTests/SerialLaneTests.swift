@@ -33,11 +33,15 @@ struct SerialLaneTests {
         var threads: Set<String> { state.withLock { $0.threads } }
     }
 
+    /// A lane on a pool of its own, with `threads` threads named `beacon-ltest-N`.
+    static func lane(threads: Int) -> (BlockingPool, SerialLane, Journal) {
+        let pool = BlockingPool(name: "beacon-ltest", maximumThreads: threads)
+        return (pool, SerialLane(pool: pool), Journal())
+    }
+
     @Test("queued work runs in order, one at a time, on the pool's named threads", arguments: [1, 2, 8])
     func asyncRunsInOrder(poolThreads: Int) async {
-        let pool = BlockingPool(name: "beacon-ltest", maximumThreads: poolThreads)
-        let lane = SerialLane(pool: pool)
-        let journal = Journal()
+        let (pool, lane, journal) = Self.lane(threads: poolThreads)
         for i in 0..<1_000 { lane.async { journal.run(i, sleepMicroseconds: i % 100 == 0 ? 500 : 0) } }
         let done = await eventually(60) { journal.order.count == 1_000 }
         #expect(done)
@@ -51,9 +55,7 @@ struct SerialLaneTests {
     /// calls run in the order it made them, never two at once, and every one runs.
     @Test("async and sync from several threads keep each thread's order, one at a time", arguments: 0..<8)
     func mixedCallsKeepOrder(seed: UInt64) async {
-        let pool = BlockingPool(name: "beacon-ltest", maximumThreads: 1 + Int(seed % 3))
-        let lane = SerialLane(pool: pool)
-        let journal = Journal()
+        let (_, lane, journal) = Self.lane(threads: 1 + Int(seed % 3))
         let callers = 4, calls = 200
         let finished = DispatchSemaphore(value: 0)
         for caller in 0..<callers {
@@ -86,9 +88,7 @@ struct SerialLaneTests {
     /// the caller runs that work itself, in order, instead of waiting for a thread that never frees.
     @Test("sync never waits for a pool thread: on a full pool it runs the work ahead of it")
     func syncOnAFullPool() {
-        let pool = BlockingPool(name: "beacon-ltest", maximumThreads: 1)
-        let lane = SerialLane(pool: pool)
-        let journal = Journal()
+        let (pool, lane, journal) = Self.lane(threads: 1)
         let gate = DispatchSemaphore(value: 0)
         let done = DispatchSemaphore(value: 0)
         pool.submit {
@@ -106,13 +106,11 @@ struct SerialLaneTests {
         #expect(eventually(within: 60) { journal.order.last == 200 })
     }
 
-    /// Eight callers (as many as the pool's threads) each in `sync` while the lane holds work:
+    /// Four callers on the pool's four threads, each queueing work and calling `sync` in turn:
     /// all of them finish.
     @Test("as many sync callers as pool threads, all on the pool, all finish")
     func poolFullOfSyncCallers() {
-        let pool = BlockingPool(name: "beacon-ltest", maximumThreads: 4)
-        let lane = SerialLane(pool: pool)
-        let journal = Journal()
+        let (pool, lane, journal) = Self.lane(threads: 4)
         let done = DispatchSemaphore(value: 0)
         for caller in 0..<4 {
             pool.submit {

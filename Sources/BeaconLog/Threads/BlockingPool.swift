@@ -34,22 +34,10 @@ package final class BlockingPool: Sendable {
     private let lock: ConditionLock<State>
 
     private struct State: Sendable {
-        var jobs: [@Sendable () -> Void] = []
-        var head = 0
+        var jobs = FIFO<@Sendable () -> Void>()
         var threads = 0
         var idle = 0
         var started = 0
-
-        mutating func take() -> (@Sendable () -> Void)? {
-            guard head < jobs.count else { return nil }
-            let job = jobs[head]
-            head += 1
-            if head == jobs.count {
-                jobs.removeAll(keepingCapacity: jobs.count <= 64)
-                head = 0
-            }
-            return job
-        }
     }
 
     package init(name: String, maximumThreads: Int, idleTimeout: Duration = .seconds(30)) {
@@ -67,7 +55,7 @@ package final class BlockingPool: Sendable {
     package func submit(_ job: @escaping @Sendable () -> Void) {
         let number = lock.withLock { held -> Int? in
             held.state.jobs.append(job)
-            let waiting = held.state.jobs.count - held.state.head
+            let waiting = held.state.jobs.count
             if held.state.idle >= waiting {
                 held.broadcast()
                 return nil
@@ -101,11 +89,11 @@ package final class BlockingPool: Sendable {
             let job = lock.withLock { held -> (@Sendable () -> Void)? in
                 let until = monotonicNanoseconds() + idleNanoseconds
                 while true {
-                    if let job = held.state.take() { return job }
+                    if let job = held.state.jobs.take() { return job }
                     held.state.idle += 1
                     let woken = held.wait(untilNanoseconds: until)
                     held.state.idle -= 1
-                    if !woken, monotonicNanoseconds() >= until, held.state.head == held.state.jobs.count {
+                    if !woken, monotonicNanoseconds() >= until, held.state.jobs.isEmpty {
                         held.state.threads -= 1
                         return nil
                     }
@@ -116,3 +104,32 @@ package final class BlockingPool: Sendable {
         }
     }
 }
+
+/// A first-in, first-out queue for the threads' jobs: an array read from a moving head, emptied
+/// (its storage kept while small) when the head reaches its end.
+struct FIFO<Element> {
+    private var elements: [Element] = []
+    private var head = 0
+
+    /// How many are queued.
+    var count: Int { elements.count - head }
+    var isEmpty: Bool { head == elements.count }
+    /// The next one out, left in place.
+    var first: Element? { head < elements.count ? elements[head] : nil }
+
+    mutating func append(_ element: Element) { elements.append(element) }
+
+    /// Takes the next one out.
+    mutating func take() -> Element? {
+        guard head < elements.count else { return nil }
+        let element = elements[head]
+        head += 1
+        if head == elements.count {
+            elements.removeAll(keepingCapacity: elements.count <= 64)
+            head = 0
+        }
+        return element
+    }
+}
+
+extension FIFO: Sendable where Element: Sendable {}

@@ -24,8 +24,7 @@ package final class SerialLane: Sendable {
     }
 
     private struct State: Sendable {
-        var items: [Item] = []
-        var head = 0
+        var items = FIFO<Item>()
         /// A thread runs the lane's work now (a pool thread or a `sync` caller): no other may.
         var active = false
         /// A drain is queued on the pool and has not started.
@@ -33,21 +32,6 @@ package final class SerialLane: Sendable {
         /// The `sync` caller whose turn came: it runs next.
         var granted: UInt64?
         var nextTicket: UInt64 = 0
-
-        var isEmpty: Bool { head == items.count }
-
-        mutating func take() -> Item? {
-            guard head < items.count else { return nil }
-            let item = items[head]
-            head += 1
-            if head == items.count {
-                items.removeAll(keepingCapacity: items.count <= 64)
-                head = 0
-            }
-            return item
-        }
-
-        var first: Item? { head < items.count ? items[head] : nil }
     }
 
     private let pool: BlockingPool
@@ -76,7 +60,7 @@ package final class SerialLane: Sendable {
     /// that may block (never from Swift's cooperative pool).
     package func sync<T>(_ work: () throws -> T) rethrows -> T {
         let ticket = lock.withLock { held -> UInt64? in
-            if !held.state.active && held.state.isEmpty {
+            if !held.state.active && held.state.items.isEmpty {
                 held.state.active = true
                 return nil
             }
@@ -104,7 +88,7 @@ package final class SerialLane: Sendable {
                 }
                 // Nobody runs the lane (its drain waits for a pool thread): run it here.
                 held.state.active = true
-                while let item = held.state.take() {
+                while let item = held.state.items.take() {
                     switch item {
                     case .work(let work):
                         held.unlocked(work)
@@ -136,8 +120,8 @@ package final class SerialLane: Sendable {
             // A `sync` caller took the lane meanwhile; it hands it on when done.
             if held.state.active { return }
             held.state.active = true
-            while case .work(let work)? = held.state.first {
-                _ = held.state.take()
+            while case .work(let work)? = held.state.items.first {
+                _ = held.state.items.take()
                 held.unlocked(work)
             }
             // Empty, or a `sync` caller is next: give it the lane.
@@ -148,9 +132,9 @@ package final class SerialLane: Sendable {
     /// With the lane held by the caller: gives it to the next `sync` caller, or lets it go (and
     /// returns true if a drain must be queued for the work waiting).
     private func handOn(_ held: ConditionLock<State>.Held) -> Bool {
-        switch held.state.first {
+        switch held.state.items.first {
         case .turn(let ticket):
-            _ = held.state.take()
+            _ = held.state.items.take()
             held.state.granted = ticket
             held.broadcast()
             return false
