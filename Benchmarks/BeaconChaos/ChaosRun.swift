@@ -443,16 +443,11 @@ final class ChaosRun: @unchecked Sendable {
 
     /// `beacon status DIR --json`, parsed.
     func status(_ directory: String) throws -> [String: Any] {
-        let capture = Process()
-        capture.executableURL = URL(fileURLWithPath: options.beacon)
-        capture.arguments = ["status", directory, "--json"]
-        let pipe = Pipe()
-        capture.standardOutput = pipe
-        try capture.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        capture.waitUntilExit()
-        guard capture.terminationStatus == 0, let object = try JSONSerialization.jsonObject(with: data) as? [String: Any] else {
-            throw ChaosFailure("beacon status \(directory) --json failed (exit \(capture.terminationStatus)): \(String(decoding: data, as: UTF8.self))")
+        let capture = try SpawnedProcess(options.beacon, ["status", directory, "--json"], stdout: .pipe)
+        let data = Data(capture.readOutputToEnd())
+        let ending = capture.wait()
+        guard ending == .exited(0), let object = try JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+            throw ChaosFailure("beacon status \(directory) --json failed (\(ending)): \(String(decoding: data, as: UTF8.self))")
         }
         return object
     }
