@@ -74,7 +74,10 @@ let package = Package(
         // A child process for crash tests: the tests start it and kill it with SIGKILL.
         .executableTarget(name: "beacon-test-child", dependencies: ["Beacon", "BeaconLog"], path: "Tests/Child"),
         // Helpers every test target uses: temporary directories, polling with a deadline, the
-        // seeded generator, the child's path.
+        // seeded generator, the built products' paths, and SpawnedProcess, the one way to start a
+        // child process. beacon-bench and beacon-chaos start theirs with it too: it stays here
+        // rather than in a target of its own because every caller already depends on this
+        // internal target (not a product), and a library never starts processes.
         .target(name: "BeaconTestSupport", path: "Tests/BeaconTestSupport"),
         // The `.blocking` trait: suites whose tests block their thread run off the concurrency
         // pool (which has one thread per core), on threads of their own.

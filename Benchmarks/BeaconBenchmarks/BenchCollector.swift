@@ -99,7 +99,7 @@ final class BenchCollector {
             collector.stop()
             exit(0)
         case .nginx:
-            let nginx: pid_t
+            let nginx: SpawnedProcess
             let port: UInt16
             let tlsPort: UInt16?
             do {
@@ -112,9 +112,8 @@ final class BenchCollector {
             while let line = readLine() {
                 if line == "stats" { reply("-1 -1") }
             }
-            kill(nginx, SIGTERM)
-            var status: Int32 = 0
-            _ = waitpid(nginx, &status, 0)
+            nginx.signal(SIGTERM)
+            nginx.wait()
             exit(0)
         }
     }
@@ -125,8 +124,8 @@ final class BenchCollector {
 
     /// Starts nginx in the foreground with a private configuration in `directory`, on a free port
     /// of 127.0.0.1, answering 200 to everything, and over https on a second port when a throwaway
-    /// certificate could be made; returns its pid and ports once it accepts connections.
-    static func startNginx(in directory: String) throws -> (pid_t, UInt16, UInt16?) {
+    /// certificate could be made; returns it and its ports once it accepts connections.
+    static func startNginx(in directory: String) throws -> (SpawnedProcess, UInt16, UInt16?) {
         guard let binary = nginxPath else { throw BenchFailure("nginx is not installed") }
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let tls = throwawayCertificate(in: directory)
@@ -146,28 +145,20 @@ final class BenchCollector {
                     \(https)
                 """)
             try config.write(toFile: directory + "/nginx.conf", atomically: true, encoding: .utf8)
-            var actions = posix_spawn_file_actions_t()
-            posix_spawn_file_actions_init(&actions)
-            defer { posix_spawn_file_actions_destroy(&actions) }
-            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-            posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-            let arguments: [String] = [binary, "-p", directory, "-c", directory + "/nginx.conf", "-e", directory + "/error.log"]
-            let argv = arguments.map { strdup($0) } + [nil]
-            defer { for pointer in argv { free(pointer) } }
-            var pid: pid_t = 0
-            let status = posix_spawn(&pid, binary, &actions, nil, argv, environ)
-            guard status == 0 else { throw BenchFailure("cannot start \(binary): \(String(cString: strerror(status)))") }
+            let nginx: SpawnedProcess
+            do {
+                nginx = try SpawnedProcess(binary, ["-p", directory, "-c", directory + "/nginx.conf", "-e", directory + "/error.log"], stdout: .null)
+            } catch {
+                throw BenchFailure("\(error)")
+            }
             // Ready when it accepts a connection; gone when the port was taken meanwhile.
             let end = now() + 10
-            while now() < end {
-                var exitStatus: Int32 = 0
-                if waitpid(pid, &exitStatus, WNOHANG) == pid { break }
-                if loopbackAccepts(port) && tlsPort.map(loopbackAccepts) != false { return (pid, port, tlsPort) }
+            while now() < end, nginx.isRunning {
+                if loopbackAccepts(port) && tlsPort.map(loopbackAccepts) != false { return (nginx, port, tlsPort) }
                 usleep(5000)
             }
-            kill(pid, SIGKILL)
-            var exitStatus: Int32 = 0
-            _ = waitpid(pid, &exitStatus, 0)
+            nginx.signal(SIGKILL)
+            nginx.wait()
         }
         let log = (try? String(contentsOfFile: directory + "/error.log", encoding: .utf8)) ?? ""
         throw BenchFailure("nginx did not start: \(log.split(separator: "\n").suffix(3).joined(separator: "; "))")
@@ -176,17 +167,11 @@ final class BenchCollector {
     /// Makes `directory/tls.pem` and `tls.key` (self-signed, P-256, for 127.0.0.1) with the
     /// `openssl` command; false when it is not installed or fails.
     static func throwawayCertificate(in directory: String) -> Bool {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-                             "-keyout", directory + "/tls.key", "-out", directory + "/tls.pem", "-days", "2",
-                             "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"]
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        guard (try? process.run()) != nil else { return false }
-        process.waitUntilExit()
-        return process.terminationStatus == 0
+        let arguments = ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                         "-keyout", directory + "/tls.key", "-out", directory + "/tls.pem", "-days", "2",
+                         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"]
+        guard let openssl = try? SpawnedProcess("/usr/bin/env", arguments, stdout: .null, stderr: .null) else { return false }
+        return openssl.wait() == .exited(0)
     }
 
     /// 127.0.0.1:`port` (the free port, the readiness check and the address are the test

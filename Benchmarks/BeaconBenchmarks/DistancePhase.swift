@@ -28,8 +28,7 @@ enum DistancePhase: BenchPhase {
     static let summary = "beacon send of a backlog through a delay proxy (RTT 20/100 ms) into nginx, defaults; order check; resume after an outage"
 
     static func runRound(_ context: BenchContext) throws -> [Figure] {
-        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-        let beacon = URL(fileURLWithPath: exe).deletingLastPathComponent().appendingPathComponent("beacon").path
+        let beacon = builtProductPath("beacon")
         guard FileManager.default.isExecutableFile(atPath: beacon) else {
             FileHandle.standardError.write(Data("beacon-bench: SKIPPED distance: no \(beacon); build it with `swift build -c release --product beacon`\n".utf8))
             return []
@@ -210,7 +209,7 @@ enum DistancePhase: BenchPhase {
         let port = first!.port
         let send = try SidecarPhase.spawn(beacon, ["send", dir, "--url", "http://127.0.0.1:\(port)/events", "--follow"], stdin: "/dev/null")
         defer {
-            kill(send, SIGTERM)
+            send.signal(SIGTERM)
             _ = try? SidecarPhase.reap(send, what: "beacon send --follow", signalled: true)
         }
         try waitUntil("the first 100 events delivered") { first!.acceptedEventCount >= 100 }

@@ -1,4 +1,5 @@
 import BeaconLog
+import BeaconTestSupport
 import Foundation
 import Glibc
 
@@ -14,8 +15,7 @@ enum SidecarPhase: BenchPhase {
     static let summary = "beacon append | beacon send --follow as separate processes into nginx, batch 50/500; CPU per 100k events"
 
     static func runRound(_ context: BenchContext) throws -> [Figure] {
-        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-        let beacon = URL(fileURLWithPath: exe).deletingLastPathComponent().appendingPathComponent("beacon").path
+        let beacon = builtProductPath("beacon")
         guard FileManager.default.isExecutableFile(atPath: beacon) else {
             FileHandle.standardError.write(Data("beacon-bench: SKIPPED sidecar: no \(beacon); build it with `swift build -c release --product beacon`\n".utf8))
             return []
@@ -47,14 +47,14 @@ enum SidecarPhase: BenchPhase {
             let end = now() + 300
             while checkpointSeq(dir) < UInt64(n) {
                 guard now() < end else {
-                    kill(send, SIGKILL)
+                    send.signal(SIGKILL)
                     _ = try? reap(send, what: "beacon send")
                     throw BenchFailure("sidecar \(mode): beacon send did not acknowledge \(n) events within 300 s")
                 }
                 usleep(2000)
             }
             let seconds = now() - start
-            kill(send, SIGTERM)
+            send.signal(SIGTERM)
             let sendUsage = try reap(send, what: "beacon send", signalled: true)
             figures.append(.throughput("beacon", "sidecar", mode, n: n, bytes: payloads.totalBytes, seconds: seconds))
             figures.append(.value("beacon", "sidecar", "cpu_s_per_100k_events_\(mode)", (appendUsage + sendUsage) * 100_000 / Double(n),
@@ -69,31 +69,25 @@ enum SidecarPhase: BenchPhase {
         return Checkpoint.decode(file: [UInt8](data)).checkpoint?.position.seq ?? 0
     }
 
-    static func spawn(_ path: String, _ arguments: [String], stdin: String) throws -> pid_t {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, stdin, O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-        let argv = ([path] + arguments).map { strdup($0) } + [nil]
-        defer { for pointer in argv { free(pointer) } }
-        var pid: pid_t = 0
-        let status = posix_spawn(&pid, path, &actions, nil, argv, environ)
-        guard status == 0 else { throw BenchFailure("cannot start \(path): \(String(cString: strerror(status)))") }
-        return pid
+    /// Starts `path` with `arguments`, its stdin read from the file `stdin`, its stdout to /dev/null
+    /// (``SpawnedProcess``, as the tests start their children).
+    static func spawn(_ path: String, _ arguments: [String], stdin: String) throws -> SpawnedProcess {
+        do {
+            return try SpawnedProcess(path, arguments, stdin: .file(stdin), stdout: .null)
+        } catch {
+            throw BenchFailure("\(error)")
+        }
     }
 
-    /// Waits for `pid`; its CPU seconds (user + system). Throws unless it exited 0 (or, when
+    /// Waits for `process`; its CPU seconds (user + system). Throws unless it exited 0 (or, when
     /// `signalled`, ended by the SIGTERM sent to it).
-    static func reap(_ pid: pid_t, what: String, signalled: Bool = false) throws -> Double {
-        var status: Int32 = 0
-        var usage = rusage()
-        while wait4(pid, &status, 0, &usage) < 0 && errno == EINTR {}
-        let exited = status & 0x7f == 0, code = (status >> 8) & 0xff
-        guard (exited && code == 0) || (signalled && (!exited || code == 128 + SIGTERM)) else {
-            throw BenchFailure("\(what) ended with status \(exited ? "exit \(code)" : "signal \(status & 0x7f)")")
+    static func reap(_ process: SpawnedProcess, what: String, signalled: Bool = false) throws -> Double {
+        let ending = process.wait()
+        switch ending {
+        case .exited(0): break
+        case .exited(128 + SIGTERM) where signalled, .signalled where signalled: break
+        default: throw BenchFailure("\(what) \(ending)")
         }
-        func seconds(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
-        return seconds(usage.ru_utime) + seconds(usage.ru_stime)
+        return process.cpuSeconds ?? 0
     }
 }

@@ -1,16 +1,17 @@
+import BeaconTestSupport
 import Foundation
 import Glibc
 import Synchronization
 
 /// A child process of the harness: `beacon append`, `beacon send`, `beacon status`, or this
-/// executable as the tracker. Its standard error goes to a log file of the run (appended), its
-/// standard input is a pipe (``input``) or /dev/null, its standard output a pipe read line by
-/// line on a thread of its own (``onLine``) or /dev/null.
+/// executable as the tracker, started as a `SpawnedProcess` (as the tests and the benchmarks
+/// start theirs). Its standard error goes to a log file of the run (appended), its standard input
+/// is a pipe (``write(_:)``) or /dev/null, its standard output a pipe read line by line on a
+/// thread of its own (`onLine`) or /dev/null.
 final class ChaosChild: @unchecked Sendable {
     let pid: pid_t
     let name: String
-    /// The write end of the child's standard input, when it has a pipe there (-1 once closed).
-    private(set) var input: Int32 = -1
+    private let process: SpawnedProcess
     private var status: Int32?
     /// Set once its standard output reached end-of-file (every line it wrote was handled).
     private let outputDone = ChaosFlag()
@@ -18,49 +19,21 @@ final class ChaosChild: @unchecked Sendable {
     init(_ name: String, path: String, arguments: [String], stdinPipe: Bool = false,
          errorLog: String, onLine: (@Sendable (String) -> Void)? = nil) throws {
         self.name = name
-        var toChild: [Int32] = [-1, -1]
-        var fromChild: [Int32] = [-1, -1]
-        if stdinPipe { guard pipe(&toChild) == 0 else { throw ChaosFailure("pipe: \(String(cString: strerror(errno)))") } }
-        if onLine != nil { guard pipe(&fromChild) == 0 else { throw ChaosFailure("pipe: \(String(cString: strerror(errno)))") } }
-        // Close-on-exec: no other child inherits these ends (a sender holding the producer's
-        // pipe open would keep it from ever seeing end-of-file).
-        for fd in toChild + fromChild where fd >= 0 { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        if stdinPipe {
-            posix_spawn_file_actions_adddup2(&actions, toChild[0], 0)
-        } else {
-            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        do {
+            process = try SpawnedProcess(path, arguments, stdin: stdinPipe ? .pipe : .null, stdout: onLine == nil ? .null : .pipe,
+                                         stderr: .file(errorLog, append: true))
+        } catch {
+            throw ChaosFailure("\(error)")
         }
-        if onLine != nil {
-            posix_spawn_file_actions_adddup2(&actions, fromChild[1], 1)
-        } else {
-            posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-        }
-        posix_spawn_file_actions_addopen(&actions, 2, errorLog, O_WRONLY | O_CREAT | O_APPEND, 0o600)
-        let argv = ([path] + arguments).map { strdup($0) } + [nil]
-        defer { for pointer in argv { free(pointer) } }
-        var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, path, &actions, nil, argv, environ)
-        if toChild[0] >= 0 { close(toChild[0]) }
-        if fromChild[1] >= 0 { close(fromChild[1]) }
-        guard spawned == 0 else {
-            if toChild[1] >= 0 { close(toChild[1]) }
-            if fromChild[0] >= 0 { close(fromChild[0]) }
-            throw ChaosFailure("cannot start \(path): \(String(cString: strerror(spawned)))")
-        }
-        self.pid = pid
-        input = toChild[1]
+        pid = process.pid
         ChildRegistry.add(pid)
         if let onLine {
-            let output = fromChild[0]
-            let outputDone = self.outputDone
+            let process = self.process, outputDone = self.outputDone
             let thread = Thread {
                 var buffered: [UInt8] = []
                 var chunk = [UInt8](repeating: 0, count: 4096)
                 while true {
-                    let n = chunk.withUnsafeMutableBytes { read(output, $0.baseAddress, $0.count) }
+                    let n = chunk.withUnsafeMutableBytes { read(process.output, $0.baseAddress, $0.count) }
                     if n < 0 && errno == EINTR { continue }
                     guard n > 0 else { break }
                     buffered += chunk[..<n]
@@ -69,7 +42,6 @@ final class ChaosChild: @unchecked Sendable {
                         buffered.removeSubrange(...newline)
                     }
                 }
-                close(output)
                 outputDone.set()
             }
             thread.start()
@@ -77,23 +49,11 @@ final class ChaosChild: @unchecked Sendable {
     }
 
     /// Writes `bytes` to the child's standard input; false when the child is gone.
-    func write(_ bytes: [UInt8]) -> Bool {
-        var done = 0
-        while done < bytes.count {
-            let n = bytes[done...].withUnsafeBytes { Glibc.write(input, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { return false }
-            done += n
-        }
-        return true
-    }
+    func write(_ bytes: [UInt8]) -> Bool { process.write(bytes) }
 
-    func closeInput() {
-        if input >= 0 { close(input) }
-        input = -1
-    }
+    func closeInput() { process.closeInput() }
 
-    func signal(_ signal: Int32) { if status == nil { kill(pid, signal) } }
+    func signal(_ signal: Int32) { process.signal(signal) }
 
     /// Whether the child has a handler for `signal` (the `SigCgt` mask of `/proc/PID/status`).
     /// Until it has, the signal's default action ends it: the dynamic loader and the runtime's
@@ -109,9 +69,7 @@ final class ChaosChild: @unchecked Sendable {
     /// The wait status once the child ended (reaping it), nil while it runs.
     func poll() -> Int32? {
         if let status { return status }
-        var value: Int32 = 0
-        let done = waitpid(pid, &value, WNOHANG)
-        guard done == pid else { return nil }
+        guard process.endingIfEnded != nil, let value = process.waitStatus else { return nil }
         status = value
         ChildRegistry.remove(pid)
         return value

@@ -2,6 +2,7 @@
 // stopped, terminated and restarted at random against a collector of its own that answers every
 // documented way, goes down and stays down long enough to overflow the quota; then a clean drain
 // and exact accounting both ways. Exit 0 when the accounting holds, 1 when it does not.
+import BeaconTestSupport
 import Foundation
 import Glibc
 
@@ -54,7 +55,7 @@ default: break
 }
 
 var options = ChaosOptions()
-options.beacon = URL(fileURLWithPath: options.executable).deletingLastPathComponent().appendingPathComponent("beacon").path
+options.beacon = builtProductPath("beacon")
 var rest = commandLine[...]
 while let argument = rest.popFirst() {
     func value() -> String {

@@ -1,4 +1,3 @@
-import Dispatch
 import Foundation
 import Synchronization
 
@@ -36,7 +35,9 @@ public final class BeaconLog: Sendable {
     let writerIO: Mutex<WriterIO>
     let checkpointIO: Mutex<CheckpointIO>
     let readerIO: Mutex<ReaderIO>
-    let flushQueue = DispatchQueue(label: "beacon.log.flush")
+    /// The group-commit flushes and the counter saves the timer (``TimerThread/shared``) starts:
+    /// one at a time, in order, on Beacon's pool threads.
+    let flushLane = SerialLane()
     /// Held by a counters save from its snapshot to its last write (taken before `state`).
     let countersSaving = Mutex(())
 

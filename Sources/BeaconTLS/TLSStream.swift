@@ -109,17 +109,20 @@ final class TLSStream: TLSByteStream {
     }
 
     private func write(_ bytes: UnsafeRawBufferPointer) -> StreamResult {
-        ERR_clear_error()
-        var written = 0
-        let result = SSL_write_ex(ssl, bytes.baseAddress, bytes.count, &written)
-        if result == 1 { return .done(written) }
-        return outcome(of: result, errno: errno)
+        transfer { SSL_write_ex(ssl, bytes.baseAddress, bytes.count, &$0) }
     }
 
     package func read(into buffer: UnsafeMutableRawBufferPointer) -> StreamResult {
+        transfer { SSL_read_ex(ssl, buffer.baseAddress, buffer.count, &$0) }
+    }
+
+    /// One `SSL_write_ex` or `SSL_read_ex`: the bytes it moved, or what stopped it. The error
+    /// queue is cleared first and `errno` taken right after, so that ``outcome(of:errno:)``
+    /// sees this call's failure only.
+    private func transfer(_ call: (inout Int) -> Int32) -> StreamResult {
         ERR_clear_error()
         var count = 0
-        let result = SSL_read_ex(ssl, buffer.baseAddress, buffer.count, &count)
+        let result = call(&count)
         if result == 1 { return .done(count) }
         return outcome(of: result, errno: errno)
     }

@@ -2,8 +2,9 @@ import Foundation
 import Glibc
 import Synchronization
 
-/// A child process started with `posix_spawn`: the one way tests start children (the test child,
-/// the `beacon` tool, servers such as nginx and Prometheus).
+/// A child process started with `posix_spawn`: the one way tests, `beacon-bench` and
+/// `beacon-chaos` start children (the test child, the `beacon` tool, the benchmark's own
+/// collector process, servers such as nginx and Prometheus, `openssl`).
 ///
 /// Not Foundation's `Process`, which has crashed test runs under load: its `run` reads past
 /// `readdir`'s buffer while it looks for the highest open descriptor (a heap-buffer-overflow that
@@ -25,7 +26,8 @@ public final class SpawnedProcess: Sendable {
         case inherit
         /// `/dev/null`.
         case null
-        /// A file, created if absent (mode 0600), written from its start or appended to.
+        /// A file: for stdout and stderr created if absent (mode 0600), written from its start or
+        /// appended to; for stdin read from its start.
         case file(String, append: Bool = false)
         /// A pipe to this process: ``input`` for the child's stdin, ``output`` for its stdout.
         case pipe
@@ -57,7 +59,7 @@ public final class SpawnedProcess: Sendable {
     public let input: Int32
     /// The read end of the child's stdout with `stdout: .pipe` (this process owns it; -1 otherwise).
     public let output: Int32
-    private let ending = Mutex<Ending?>(nil)
+    private let ending = Mutex<Reaped?>(nil)
     private let inputOpen = Atomic(true)
 
     /// Starts `executable` (a path) with `arguments`; `environment` entries are added to this
@@ -77,6 +79,8 @@ public final class SpawnedProcess: Sendable {
                 break
             case .null:
                 posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", fd == 0 ? O_RDONLY : O_WRONLY, 0)
+            case .file(let path, _) where fd == 0:
+                posix_spawn_file_actions_addopen(&actions, fd, path, O_RDONLY, 0)
             case .file(let path, let append):
                 posix_spawn_file_actions_addopen(&actions, fd, path, O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC), 0o600)
             case .stdout:
@@ -230,9 +234,17 @@ public final class SpawnedProcess: Sendable {
 
     /// How the child ended, once it has (reaping it); nil while it runs.
     public var endingIfEnded: Ending? {
-        if let known = ending.withLock({ $0 }) { return known }
-        return reap(blocking: false)
+        if let known = ending.withLock({ $0 }) { return known.ending }
+        return reap(blocking: false)?.ending
     }
+
+    /// The status `waitpid` reported, core-dump bit included, once the child was reaped (nil
+    /// before): for a caller that prints it as the shell would.
+    public var waitStatus: Int32? { ending.withLock { $0?.status } }
+
+    /// The CPU time the child used, user and system, in seconds, once it was reaped (nil before):
+    /// what a benchmark charges to a child process.
+    public var cpuSeconds: Double? { ending.withLock { $0?.cpuSeconds } }
 
     /// Whether the child still runs.
     public var isRunning: Bool { endingIfEnded == nil }
@@ -242,8 +254,8 @@ public final class SpawnedProcess: Sendable {
     @discardableResult
     public func wait() -> Ending {
         while true {
-            if let known = ending.withLock({ $0 }) { return known }
-            if let ended = reap(blocking: true) { return ended }
+            if let known = ending.withLock({ $0 }) { return known.ending }
+            if let ended = reap(blocking: true) { return ended.ending }
             usleep(1000)  // another thread is reaping it: its result is moments away
         }
     }
@@ -260,17 +272,27 @@ public final class SpawnedProcess: Sendable {
         return wait()
     }
 
-    /// `waitpid` once; the ending is recorded (under the lock, so that ``signal(_:)`` never
+    /// What `wait4` reported once the child ended.
+    private struct Reaped: Sendable {
+        var ending: Ending
+        var status: Int32
+        var cpuSeconds: Double
+    }
+
+    /// `wait4` once; the ending is recorded (under the lock, so that ``signal(_:)`` never
     /// signals a reaped pid).
-    private func reap(blocking: Bool) -> Ending? {
+    private func reap(blocking: Bool) -> Reaped? {
         var status: Int32 = 0
+        var usage = rusage()
         while true {
-            let result = waitpid(pid, &status, blocking ? 0 : WNOHANG)
+            let result = wait4(pid, &status, blocking ? 0 : WNOHANG, &usage)
             if result < 0 && errno == EINTR { continue }
             guard result == pid else { return ending.withLock { $0 } }
-            let ended: Ending = (status & 0x7F) == 0 ? .exited((status >> 8) & 0xFF) : .signalled(status & 0x7F)
-            ending.withLock { $0 = ended }
-            return ended
+            func seconds(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
+            let reaped = Reaped(ending: (status & 0x7F) == 0 ? .exited((status >> 8) & 0xFF) : .signalled(status & 0x7F),
+                                status: status, cpuSeconds: seconds(usage.ru_utime) + seconds(usage.ru_stime))
+            ending.withLock { $0 = reaped }
+            return reaped
         }
     }
 }

@@ -119,6 +119,8 @@ extension Beacon {
         var sources: [any DispatchSourceSignal] = []
         for signo in [SIGTERM, SIGINT] {
             signal(signo, SIG_IGN)
+            // The one dispatch queue left in Beacon (Architecture's "Threads"): a signal source
+            // watches the signal without a thread of Beacon's, and its handler only starts a task.
             let source = DispatchSource.makeSignalSource(signal: signo, queue: .global())
             source.setEventHandler { [self] in
                 // Started by the signal the user asked to handle (this handler is opt-in): the

@@ -8,7 +8,7 @@ extension EventWriter {
     func run() {
         var batch: [[UInt8]] = []
         batch.reserveCapacity(1024)
-        EventWriter.nameCurrentThread(EventWriter.threadName)
+        nameCurrentThread(EventWriter.threadName)
         let initialHooks = lock.withLock { held -> Hooks in
             held.state.writerThread = pthread_self()
             return held.state.hooks

@@ -81,19 +81,6 @@ final class EventWriter: Sendable {
     /// (at most 15 bytes: the kernel's limit).
     static let threadName = "beacon-writer"
 
-    /// Names the calling thread for the kernel (`/proc/self/task/TID/comm`, `top -H`, `perf`):
-    /// Foundation's `Thread.name` does not reach it on Linux. `pthread_setname_np` is a GNU
-    /// extension the Glibc module does not import, so it is looked up by name; without it (not
-    /// glibc) the thread keeps its name.
-    static func nameCurrentThread(_ name: String) {
-        typealias SetName = @convention(c) (pthread_t, UnsafePointer<CChar>) -> Int32
-        guard let process = dlopen(nil, RTLD_NOW) else { return }
-        defer { dlclose(process) }
-        guard let symbol = dlsym(process, "pthread_setname_np") else { return }
-        let setName = unsafeBitCast(symbol, to: SetName.self)
-        _ = setName(pthread_self(), String(name.utf8.prefix(15))!)
-    }
-
     /// Queues one encoded record. Never touches the disk; when the queue is full it drops
     /// (`.dropNewest`) or, only under `.blockCallingThread`, blocks the calling thread.
     func enqueue(_ record: [UInt8]) -> Outcome {

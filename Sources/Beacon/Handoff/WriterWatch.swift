@@ -1,5 +1,4 @@
 import BeaconLog
-import Dispatch
 import Synchronization
 
 /// Watches the writer thread's group commits: their latency (a histogram for ``BeaconMetrics``),
@@ -113,8 +112,10 @@ final class WriterWatch: Sendable {
     }
 
     func schedule(after delay: Duration) {
-        DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(delay.components.seconds) * 1_000_000_000 + Int(delay.components.attoseconds / 1_000_000_000))) { [weak self] in
-            self?.check()
+        // The check tells the diagnostics sink (the application's code): on the pool, not on the
+        // timer's thread, which every deadline of the process shares.
+        TimerThread.shared.add(after: delay) { [weak self] in
+            BlockingPool.shared.submit { [weak self] in self?.check() }
         }
     }
 

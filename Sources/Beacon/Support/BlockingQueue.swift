@@ -1,4 +1,4 @@
-import Dispatch
+import BeaconLog
 import Foundation
 import Synchronization
 
@@ -6,35 +6,38 @@ import Synchronization
 /// thread) from async code: on a thread outside Swift's concurrency pool, so a task waiting for
 /// the disk never holds one of the pool's few threads.
 ///
-/// Work on one queue runs one call at a time, in order, on a serial dispatch queue (the uploader
+/// Work on one queue runs one call at a time, in order, on a ``SerialLane`` of
+/// ``BlockingPool/shared``'s threads (`beacon-pool-N`, Beacon's own and bounded; the uploader
 /// keeps one queue for its log reads and acknowledgements). One-off work (closing a tracker,
-/// waiting for the writer thread) uses the static `BlockingQueue.run`, which runs it on
-/// ``BlockingPool/shared``: a bounded set of Beacon's own threads, not a thread per call.
+/// waiting for the writer thread) uses the static `BlockingQueue.run`, which runs it on the pool
+/// directly: never a thread per call.
 ///
 /// ```swift
 /// let io = BlockingQueue(label: "beacon.uploader.io")
 /// let batch = try await io.run { try log.read(maxRecords: 100, maxBytes: 1 << 20) }
 /// ```
 struct BlockingQueue: Sendable {
-    private let queue: DispatchQueue
+    /// What the queue is for, for people reading a debugger or a test's message.
+    let label: String
+    private let lane = SerialLane()
 
     /// A queue running its work one call at a time, in order.
     init(label: String) {
-        queue = DispatchQueue(label: label)
+        self.label = label
     }
 
     /// Runs `work` on this queue and returns its result (or throws its error), suspending the
     /// calling task meanwhile.
     func run<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
-            queue.async { continuation.resume(with: Result { try work() }) }
+            lane.async { continuation.resume(with: Result { try work() }) }
         }
     }
 
     /// Runs `work` on this queue and returns its result, suspending the calling task meanwhile.
     func run<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
         await withCheckedContinuation { continuation in
-            queue.async { continuation.resume(returning: work()) }
+            lane.async { continuation.resume(returning: work()) }
         }
     }
 
@@ -50,7 +53,7 @@ struct BlockingQueue: Sendable {
 
     /// Starts `work` on this queue, its result delivered to `started`.
     func start<T: Sendable>(_ work: @escaping @Sendable () -> T, into started: Started<T>) {
-        queue.async { started.finish(work()) }
+        lane.async { started.finish(work()) }
     }
 
     /// Runs `work` on ``BlockingPool/shared`` (Beacon's bounded threads), suspending the calling

@@ -1,3 +1,4 @@
+import BeaconLog
 import Foundation
 import Glibc
 
@@ -52,7 +53,7 @@ final class IOThread: TaskExecutor, @unchecked Sendable {
         // a task that prefers this executor (and so keeps it) exists.
         let lock = self.lock, executor = asUnownedTaskExecutor(), name = self.name
         let thread = Thread {
-            EventWriter.nameCurrentThread(name)
+            nameCurrentThread(name)
             IOThread.loop(lock, executor)
         }
         thread.name = name

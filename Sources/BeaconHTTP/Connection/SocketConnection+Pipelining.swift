@@ -23,7 +23,7 @@ extension SocketConnection {
             throw .closedBeforeAnswer(nil)
         }
         do {
-            try writeWhole(head, request.body, deadline: deadline, isCancelled: isCancelled)
+            _ = try write(head, request.body, deadline: deadline, isCancelled: isCancelled, watchingForAnswer: false)
         } catch {
             disconnect()
             throw error
@@ -75,24 +75,6 @@ extension SocketConnection {
                 try wait(on: fd, for: events, deadline: deadline, isCancelled: isCancelled)
             case .truncated, .failed, .tls:
                 throw Self.failure(reading: result, receivedAny: pipelined.receivedAny)
-            }
-        }
-    }
-
-    /// Writes `head` and `body` whole. Answers that arrive meanwhile stay in the socket for
-    /// ``readPipelined(deadline:isCancelled:)``; a collector that closes fails the write.
-    private func writeWhole(_ head: [UInt8], _ body: [UInt8], deadline: UInt64, isCancelled: () -> Bool) throws(Failure) {
-        guard let stream else { throw .closedBeforeAnswer(nil) }
-        let total = head.count + body.count
-        var sent = 0
-        while sent < total {
-            switch Self.write(head, body, from: sent, to: stream) {
-            case .done(let n) where n > 0: sent += n
-            case .done, .truncated: throw .closedBeforeAnswer(EPIPE)
-            case .wait(let events): try wait(on: fd, for: events, deadline: deadline, isCancelled: isCancelled)
-            case .failed(let code) where code == EPIPE || code == ECONNRESET || code == ENOTCONN: throw .closedBeforeAnswer(code)
-            case .failed(let code): throw .system("send", code)
-            case .tls(let failure): throw .tls(failure)
             }
         }
     }

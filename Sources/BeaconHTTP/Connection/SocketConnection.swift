@@ -261,12 +261,24 @@ package final class SocketConnection: @unchecked Sendable {
     /// Writes the request; returns an answer that came before the whole body was sent, if any.
     ///
     /// A server may answer before it has read the body, a 413 or a 401 from the head alone, and
-    /// then stop reading or close (RFC 9112 §9.5). So while the body waits for room in the send
-    /// buffer the socket is watched for an answer too, and when the peer resets or closes the
-    /// connection mid-body, the answer it sent first is read from the socket before the failure is
-    /// believed.
-    private func write(_ head: [UInt8], _ body: [UInt8], deadline: UInt64, isCancelled: () -> Bool) throws(Failure) -> TransportResponse? {
+    /// then stop reading or close (RFC 9112 §9.5). So with `watchingForAnswer`, while the body
+    /// waits for room in the send buffer the socket is watched for an answer too, and when the
+    /// peer resets or closes the connection mid-body, the answer it sent first is read from the
+    /// socket before the failure is believed. Without it (a pipelined request, whose answer comes
+    /// after those of the requests before it), answers that arrive meanwhile stay in the socket
+    /// for ``readPipelined(deadline:isCancelled:)`` and a collector that closes fails the write.
+    func write(_ head: [UInt8], _ body: [UInt8], deadline: UInt64, isCancelled: () -> Bool,
+               watchingForAnswer: Bool = true) throws(Failure) -> TransportResponse? {
         guard let stream else { throw .closedBeforeAnswer(nil) }
+        /// The answer the peer sent before it stopped taking the request, else the failure `code`.
+        func answerSentFirst(else code: Int32) throws(Failure) -> TransportResponse? {
+            guard watchingForAnswer else { throw .closedBeforeAnswer(code) }
+            do {
+                return try receive(deadline: deadline, isCancelled: isCancelled, waiting: true)
+            } catch .closedBeforeAnswer(nil) {
+                throw .closedBeforeAnswer(code)
+            }
+        }
         let total = head.count + body.count
         var sent = 0
         while sent < total {
@@ -275,22 +287,16 @@ package final class SocketConnection: @unchecked Sendable {
             case .done, .truncated:
                 // Nothing moved (a TLS write after the peer closed): an answer it sent first is
                 // read, else the request failed; never a loop that writes nothing.
-                do {
-                    return try receive(deadline: deadline, isCancelled: isCancelled, waiting: true)
-                } catch .closedBeforeAnswer(nil) {
-                    throw .closedBeforeAnswer(EPIPE)
-                }
+                return try answerSentFirst(else: EPIPE)
             case .wait(let events):
-                let ready = try wait(on: fd, for: events | Int16(POLLIN), deadline: deadline, isCancelled: isCancelled)
-                if ready & Int16(POLLIN) != 0, events & Int16(POLLIN) == 0, let answer = try receive(deadline: deadline, isCancelled: isCancelled, waiting: false) {
+                let watched = watchingForAnswer ? events | Int16(POLLIN) : events
+                let ready = try wait(on: fd, for: watched, deadline: deadline, isCancelled: isCancelled)
+                if watchingForAnswer, ready & Int16(POLLIN) != 0, events & Int16(POLLIN) == 0,
+                   let answer = try receive(deadline: deadline, isCancelled: isCancelled, waiting: false) {
                     return answer
                 }
             case .failed(let code) where code == EPIPE || code == ECONNRESET || code == ENOTCONN:
-                do {
-                    return try receive(deadline: deadline, isCancelled: isCancelled, waiting: true)
-                } catch .closedBeforeAnswer(nil) {
-                    throw .closedBeforeAnswer(code)
-                }
+                return try answerSentFirst(else: code)
             case .failed(let code): throw .system("send", code)
             case .tls(let failure): throw .tls(failure)
             }

@@ -1,4 +1,3 @@
-import Dispatch
 
 extension BeaconLog {
     /// How long a failed background write waits before it is tried again.
@@ -56,27 +55,30 @@ extension BeaconLog {
         }
     }
 
-    /// The interval half of group commit: a one-shot timer on a serial queue, armed by the first
-    /// buffered record. Nothing runs while the log is idle.
+    /// The interval half of group commit: a one-shot timer (``TimerThread/shared``) armed by the
+    /// first buffered record, whose write and fsync run on the log's ``flushLane``. Nothing runs
+    /// while the log is idle.
     func scheduleFlush(after delay: Duration) {
-        let nanos = delay.nanoseconds
-        flushQueue.asyncAfter(deadline: .now() + .nanoseconds(Int(nanos))) { [self] in
-            let closed = state.withLock { s -> Bool in
-                s.flushScheduled = false
-                return s.closed || s.failure != nil
+        TimerThread.shared.add(after: delay) { [self] in flushLane.async { [self] in flush() } }
+    }
+
+    /// The timer's flush: writes (and, unless `.none`, fsyncs) what is buffered.
+    private func flush() {
+        let closed = state.withLock { s -> Bool in
+            s.flushScheduled = false
+            return s.closed || s.failure != nil
+        }
+        if closed { return }
+        do {
+            try commit(sync: config.durability != .none)
+        } catch {
+            // Disk full and the like: the bytes stay buffered; try again shortly.
+            let retry = state.withLock { s -> Bool in
+                if s.bufferedBytes == 0 || s.closed || s.failure != nil || s.flushScheduled { return false }
+                s.flushScheduled = true
+                return true
             }
-            if closed { return }
-            do {
-                try commit(sync: config.durability != .none)
-            } catch {
-                // Disk full and the like: the bytes stay buffered; try again shortly.
-                let retry = state.withLock { s -> Bool in
-                    if s.bufferedBytes == 0 || s.closed || s.failure != nil || s.flushScheduled { return false }
-                    s.flushScheduled = true
-                    return true
-                }
-                if retry { scheduleFlush(after: Self.retryDelay) }
-            }
+            if retry { scheduleFlush(after: Self.retryDelay) }
         }
     }
 

@@ -156,9 +156,7 @@ extension BeaconLog {
         s.countersDirty = true
         if s.countersSaveScheduled || s.closed { return }
         s.countersSaveScheduled = true
-        flushQueue.asyncAfter(deadline: .now() + .seconds(1)) { [self] in
-            saveCounters()
-        }
+        TimerThread.shared.add(after: .seconds(1)) { [self] in flushLane.async { [self] in saveCounters() } }
     }
 
     /// Saves the counters this instance owns if they changed.

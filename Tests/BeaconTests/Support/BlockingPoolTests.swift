@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Synchronization
+import BeaconLog
 import Testing
 @testable import Beacon
 

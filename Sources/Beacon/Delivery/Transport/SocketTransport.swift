@@ -1,3 +1,4 @@
+import BeaconLog
 import BeaconHTTP
 import BeaconTLS
 import Dispatch
@@ -30,8 +31,8 @@ import Synchronization
 /// asking for credentials (407) is answered like a collector's 401: delivery pauses. SOCKS and
 /// `https://` proxies are not spoken: requests then fail with a message saying so.
 ///
-/// The blocking socket calls run on a dispatch queue of the transport's own, never on Swift's
-/// concurrency pool; called from the uploader's own thread (a pass), they run right there, in turn
+/// The blocking socket calls run one at a time on Beacon's own threads (a serial lane on its
+/// bounded pool), never on Swift's concurrency pool; called from the uploader's own thread (a pass), they run right there, in turn
 /// with other requests, with no hand-off per request.
 ///
 /// ```swift
@@ -39,7 +40,9 @@ import Synchronization
 /// configuration.transport = SocketTransport()
 /// ```
 public final class SocketTransport: Transport {
-    let queue = DispatchQueue(label: "beacon.socket-transport")
+    /// Where the blocking socket calls run, one request at a time: the calling thread if it is
+    /// Beacon's own (``SerialLane/sync(_:)``), else Beacon's pool threads.
+    let queue = SerialLane()
     let connection: SocketConnection
     /// The last URL's endpoint, so that a URL is taken apart once, not per request.
     let endpoints = Mutex<SocketEndpoint?>(nil)

@@ -1,10 +1,10 @@
 import BeaconHTTP
-import Dispatch
+import BeaconLog
 
 /// Prompt resume: the probe the delivery loop runs while backing off (``ResumeProbe``).
 extension Uploader {
-    /// Whether the collector accepts a connection now (``ReachabilityProbing``), probed on a
-    /// dispatch queue of the uploader's own, never on Swift's concurrency pool; at most
+    /// Whether the collector accepts a connection now (``ReachabilityProbing``), probed on the
+    /// uploader's ``probeLane`` (Beacon's pool threads), never on Swift's concurrency pool; at most
     /// ``ResumeProbe/timeout`` (or `requestTimeout`, if shorter), less when ``stop()`` or
     /// ``shutdown(timeout:)`` cancels it (then false).
     func probeCollector() async -> Bool {
@@ -19,7 +19,7 @@ extension Uploader {
         let url = configuration.url
         let timeout = min(configuration.requestTimeout, scheduling.withLock { $0.machine.probing.timeout })
         return await withCheckedContinuation { continuation in
-            probeQueue.async {
+            probeLane.async {
                 continuation.resume(returning: prober.probe(url, timeout: timeout, cancellation: cancellation))
             }
         }

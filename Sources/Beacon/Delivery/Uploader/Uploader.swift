@@ -70,9 +70,10 @@ public actor Uploader {
     /// The thread passes, flushes and drains run on (their task's executor): the send loop, the
     /// log's reads and the default transport's socket calls, without a thread hand-off per request.
     nonisolated let passThread = IOThread(name: "beacon-uploader")
-    /// Where the delivery loop's probes block while it backs off (``probeCollector()``): a probe
-    /// takes at most a second, and never holds up a flush on ``passThread``.
-    nonisolated let probeQueue = DispatchQueue(label: "beacon.uploader.probe")
+    /// Where the delivery loop's probes block while it backs off (``probeCollector()``), one at a
+    /// time on Beacon's pool threads: a probe takes at most a second, and never holds up a flush
+    /// on ``passThread``.
+    nonisolated let probeLane = SerialLane()
     /// The scheduling (`UploaderScheduler`) and what carries it out, shared with the append
     /// hook's thread and with `stop()`.
     nonisolated let scheduling: Mutex<Scheduling>

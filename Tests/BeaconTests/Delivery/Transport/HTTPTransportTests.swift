@@ -70,7 +70,7 @@ struct HTTPTransportTests {
 
     @Test("the deadline timer runs every action at its deadline, earliest first, and forgets removed ones")
     func deadlineTimerOrder() async throws {
-        let timer = DeadlineTimer()
+        let timer = DeadlineTimer(name: "beacon-ttest")
         let fired = Mutex<[Int]>([])
         // Half a second ahead: on a loaded machine adding the entries can take longer than their
         // spacing, and an entry already due when added fires before the earlier ones exist.

@@ -19,40 +19,28 @@ import Glibc
 /// BlockingPool.shared.submit { log.sync() }
 /// let value = await BlockingPool.shared.run { try? log.sync() }
 /// ```
-final class BlockingPool: Sendable {
+package final class BlockingPool: Sendable {
     /// The pool every tracker and uploader shares.
-    static let shared = BlockingPool(name: "beacon-pool", maximumThreads: 8)
+    package static let shared = BlockingPool(name: "beacon-pool", maximumThreads: 8)
     /// Name lookups (`getaddrinfo`), apart: a lookup has a request's deadline, and must not wait
     /// behind closes and fsyncs (nor they behind a name service that does not answer).
-    static let lookups = BlockingPool(name: "beacon-dns", maximumThreads: 4)
+    package static let lookups = BlockingPool(name: "beacon-dns", maximumThreads: 4)
 
     /// The most threads this pool runs at once.
-    let maximumThreads: Int
+    package let maximumThreads: Int
     /// How long an idle thread waits for work before it ends.
-    let idleTimeout: Duration
+    package let idleTimeout: Duration
     private let name: String
     private let lock: ConditionLock<State>
 
     private struct State: Sendable {
-        var jobs: [@Sendable () -> Void] = []
-        var head = 0
+        var jobs = FIFO<@Sendable () -> Void>()
         var threads = 0
         var idle = 0
         var started = 0
-
-        mutating func take() -> (@Sendable () -> Void)? {
-            guard head < jobs.count else { return nil }
-            let job = jobs[head]
-            head += 1
-            if head == jobs.count {
-                jobs.removeAll(keepingCapacity: jobs.count <= 64)
-                head = 0
-            }
-            return job
-        }
     }
 
-    init(name: String, maximumThreads: Int, idleTimeout: Duration = .seconds(30)) {
+    package init(name: String, maximumThreads: Int, idleTimeout: Duration = .seconds(30)) {
         precondition(maximumThreads > 0, "a pool needs at least one thread")
         self.name = name
         self.maximumThreads = maximumThreads
@@ -61,13 +49,13 @@ final class BlockingPool: Sendable {
     }
 
     /// Threads running now (busy or idle), for tests and the thread table in DESIGN.md.
-    var threadCount: Int { lock.withLock { $0.state.threads } }
+    package var threadCount: Int { lock.withLock { $0.state.threads } }
 
     /// Queues `job`; it runs on one of the pool's threads. Returns at once.
-    func submit(_ job: @escaping @Sendable () -> Void) {
+    package func submit(_ job: @escaping @Sendable () -> Void) {
         let number = lock.withLock { held -> Int? in
             held.state.jobs.append(job)
-            let waiting = held.state.jobs.count - held.state.head
+            let waiting = held.state.jobs.count
             if held.state.idle >= waiting {
                 held.broadcast()
                 return nil
@@ -81,7 +69,7 @@ final class BlockingPool: Sendable {
         guard let number else { return }
         let threadName = "\(name)-\(number)"
         let thread = Thread { [self] in
-            EventWriter.nameCurrentThread(threadName)
+            nameCurrentThread(threadName)
             work()
         }
         thread.name = threadName
@@ -89,7 +77,7 @@ final class BlockingPool: Sendable {
     }
 
     /// Runs `work` on the pool and returns its result, suspending (not blocking) the calling task.
-    func run<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
+    package func run<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
         await withCheckedContinuation { continuation in
             submit { continuation.resume(returning: work()) }
         }
@@ -101,11 +89,11 @@ final class BlockingPool: Sendable {
             let job = lock.withLock { held -> (@Sendable () -> Void)? in
                 let until = monotonicNanoseconds() + idleNanoseconds
                 while true {
-                    if let job = held.state.take() { return job }
+                    if let job = held.state.jobs.take() { return job }
                     held.state.idle += 1
                     let woken = held.wait(untilNanoseconds: until)
                     held.state.idle -= 1
-                    if !woken, monotonicNanoseconds() >= until, held.state.head == held.state.jobs.count {
+                    if !woken, monotonicNanoseconds() >= until, held.state.jobs.isEmpty {
                         held.state.threads -= 1
                         return nil
                     }
@@ -116,3 +104,32 @@ final class BlockingPool: Sendable {
         }
     }
 }
+
+/// A first-in, first-out queue for the threads' jobs: an array read from a moving head, emptied
+/// (its storage kept while small) when the head reaches its end.
+struct FIFO<Element> {
+    private var elements: [Element] = []
+    private var head = 0
+
+    /// How many are queued.
+    var count: Int { elements.count - head }
+    var isEmpty: Bool { head == elements.count }
+    /// The next one out, left in place.
+    var first: Element? { head < elements.count ? elements[head] : nil }
+
+    mutating func append(_ element: Element) { elements.append(element) }
+
+    /// Takes the next one out.
+    mutating func take() -> Element? {
+        guard head < elements.count else { return nil }
+        let element = elements[head]
+        head += 1
+        if head == elements.count {
+            elements.removeAll(keepingCapacity: elements.count <= 64)
+            head = 0
+        }
+        return element
+    }
+}
+
+extension FIFO: Sendable where Element: Sendable {}
