@@ -71,6 +71,25 @@ import BeaconTestTraits
         }
     }
 
+    /// The reader's read-ahead leaves glibc's mmap threshold where it was too: a reader refills it
+    /// every few batches, and each block it frees would otherwise raise the threshold to its size.
+    /// In a fresh process (`beacon-test-child burst DIR read`). Fails on the code before (a 256 KiB
+    /// read-ahead from `malloc`, mapped, raised the threshold past it: the 200 KiB block came from
+    /// the heap).
+    @Test("reading 3,000 records back leaves glibc's mmap threshold as it was", .blocking)
+    func readingLeavesTheMmapThreshold() throws {
+        try withTemporaryDirectory { dir in
+            let child = try ChildProcess(["burst", dir, "read"])
+            defer { child.kill9() }
+            let baseline = try child.waitForLine { $0.hasPrefix("baseline ") }
+            if baseline != "baseline mapped" && Self.underSanitizer { return }
+            try #require(baseline == "baseline mapped", "the threshold had moved before the reads: nothing to check")
+            let after = try child.waitForLine { $0.hasPrefix("after ") }
+            #expect(after == "after mapped", "a 200 KiB block came from the heap after the reads: the read-ahead's blocks raised glibc's mmap threshold")
+            #expect(child.waitForExit() == 0)
+        }
+    }
+
     /// Whether this process runs under AddressSanitizer or ThreadSanitizer (their runtimes are linked in).
     static var underSanitizer: Bool {
         dlsym(nil, "__asan_init") != nil   // nil: RTLD_DEFAULT

@@ -1,8 +1,13 @@
 import Glibc
 
 extension BeaconLog {
-    /// How much is read ahead from a segment at once.
-    static let readAhead = 256 * 1024
+    /// How much is read ahead from a segment at once: below glibc's default mmap threshold
+    /// (128 KiB), so that the block comes from the malloc heap. A mapped block (the 256 KiB this
+    /// was before) raises the threshold to its size when it is freed, on every refill, after which
+    /// a process's later large blocks stay resident in the malloc arenas when freed (issue 29; see
+    /// `FrameBuffer`). Only a line longer than this (a record of over 120 KiB) grows the read
+    /// beyond it.
+    static let readAhead = 120 * 1024
 
     /// The line starting at `position` (ending before `limit`), from the read-ahead cache, refilled
     /// as needed. Nil if no complete line starts there yet.
