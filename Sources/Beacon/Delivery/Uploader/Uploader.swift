@@ -116,10 +116,13 @@ public actor Uploader {
         var requestWindow: Int
     }
 
-    /// The counters (kept in ``published``, so that ``stats`` is a synchronous read).
-    var counters: DeliveryStats {
-        get { published.withLock { $0.counters } }
-        set { published.withLock { $0.counters = newValue } }
+    /// The counters. The actor owns them; each change is copied to ``published`` (one lock per
+    /// change, none to read them here), so that ``stats`` is a synchronous read.
+    var counters = DeliveryStats() {
+        didSet {
+            let counters = self.counters
+            published.withLock { $0.counters = counters }
+        }
     }
     /// The window of requests in flight, adapted to the collector (Uploader+Window.swift).
     var window: RequestWindow {
