@@ -57,10 +57,10 @@ package final class BlockingPool: Sendable {
             held.state.jobs.append(job)
             let waiting = held.state.jobs.count
             if held.state.idle >= waiting {
-                held.broadcast()
+                held.signal()
                 return nil
             }
-            if held.state.idle > 0 { held.broadcast() }
+            if held.state.idle > 0 { held.signal() }
             guard held.state.threads < maximumThreads else { return nil }
             held.state.threads += 1
             held.state.started += 1

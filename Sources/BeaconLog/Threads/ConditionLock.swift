@@ -74,6 +74,10 @@ package final class ConditionLock<State: Sendable>: @unchecked Sendable {
             body()
         }
 
+        /// Wakes one waiter (it runs once this holder releases the mutex): for waiters that are
+        /// all alike, such as a pool's idle threads, of which one job needs one.
+        @inline(__always) package func signal() { pthread_cond_signal(lock.condition) }
+
         /// Wakes every waiter (they run once this holder releases the mutex).
         @inline(__always) package func broadcast() { pthread_cond_broadcast(lock.condition) }
     }

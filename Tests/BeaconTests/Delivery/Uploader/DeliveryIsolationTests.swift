@@ -102,13 +102,18 @@ struct DeliveryIsolationTests {
         let beacon = try Beacon(configuration: config)
         for n in 0..<500 { beacon.track("Numbered", properties: ["n": .int(n), "item": .string(n == 321 ? "POISON" : "book")]) }
         // The background loop's first pass (for events of earlier runs) may, on a loaded machine,
-        // start only after some events were tracked and deliver them before the shutdown: those
-        // are not the shutdown's to report.
-        let deliveredBefore = collector.acceptedNumbers.count
+        // start only after some events were tracked and deliver them, even all of them, before
+        // the shutdown begins: those are not the shutdown's to report, and how many they are
+        // cannot be read without a race. So the report may be `noData` (sent 0) when that pass
+        // ended first; what the shutdown promises is checked on the collector and on disk.
         let report = await advancing(clock, before: .seconds(40)) { await beacon.shutdown(timeout: .seconds(40)) }
-        guard case .drained = report.outcome else { Issue.record("expected drained, got \(report)"); return }
+        switch report.outcome {
+        case .drained: break
+        case .noData where report.sent == 0: break
+        default: Issue.record("expected drained, or no data left for the shutdown, got \(report)"); return
+        }
         #expect(collector.acceptedNumbers == Array(0..<500).filter { $0 != 321 }, "each event once, in order")
-        #expect(report.remaining == 0 && report.sent <= 499 && report.sent >= 499 - deliveredBefore, "\(report), \(deliveredBefore) delivered before the shutdown")
+        #expect(report.remaining == 0 && report.sent <= 499, "\(report)")
         #expect(dir.rejectedLines.count == 1 && dir.rejectedLines[0].contains(#""n":321"#))
         #expect(clock.now.offset <= .seconds(40))
     }
