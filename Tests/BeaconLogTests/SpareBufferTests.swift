@@ -57,16 +57,22 @@ import BeaconTestTraits
     /// to 2.5 MiB: the 1 MiB block came from the heap).
     @Test("a burst's 2.5 MiB buffer leaves glibc's mmap threshold as it was", .blocking)
     func aBurstLeavesTheMmapThreshold() throws {
+        try expectThresholdUnmoved(["burst"], after: "the burst", "a 1 MiB block came from the heap after the burst: the burst's buffer raised glibc's mmap threshold")
+    }
+
+    /// Runs `beacon-test-child ROLE DIR ARGS...` (`role[0]`, a temporary directory, the rest) and
+    /// expects it to print `baseline mapped` then `after mapped` (see BurstChild.swift).
+    func expectThresholdUnmoved(_ role: [String], after what: String, _ failure: Comment) throws {
         try withTemporaryDirectory { dir in
-            let child = try ChildProcess(["burst", dir])
+            let child = try ChildProcess([role[0], dir] + role.dropFirst())
             defer { child.kill9() }
             let baseline = try child.waitForLine { $0.hasPrefix("baseline ") }
             // Under a sanitizer `malloc` is the sanitizer's allocator, which has no mmap threshold
             // (`.ci/run`'s AddressSanitizer suite): nothing to check there.
             if baseline != "baseline mapped" && Self.underSanitizer { return }
-            try #require(baseline == "baseline mapped", "the threshold had moved before the burst: nothing to check")
+            try #require(baseline == "baseline mapped", "the threshold had moved before \(what): nothing to check")
             let after = try child.waitForLine { $0.hasPrefix("after ") }
-            #expect(after == "after mapped", "a 1 MiB block came from the heap after the burst: the burst's buffer raised glibc's mmap threshold")
+            #expect(after == "after mapped", failure)
             #expect(child.waitForExit() == 0)
         }
     }
@@ -78,16 +84,7 @@ import BeaconTestTraits
     /// the heap).
     @Test("reading 3,000 records back leaves glibc's mmap threshold as it was", .blocking)
     func readingLeavesTheMmapThreshold() throws {
-        try withTemporaryDirectory { dir in
-            let child = try ChildProcess(["burst", dir, "read"])
-            defer { child.kill9() }
-            let baseline = try child.waitForLine { $0.hasPrefix("baseline ") }
-            if baseline != "baseline mapped" && Self.underSanitizer { return }
-            try #require(baseline == "baseline mapped", "the threshold had moved before the reads: nothing to check")
-            let after = try child.waitForLine { $0.hasPrefix("after ") }
-            #expect(after == "after mapped", "a 200 KiB block came from the heap after the reads: the read-ahead's blocks raised glibc's mmap threshold")
-            #expect(child.waitForExit() == 0)
-        }
+        try expectThresholdUnmoved(["burst", "read"], after: "the reads", "a 200 KiB block came from the heap after the reads: the read-ahead's blocks raised glibc's mmap threshold")
     }
 
     /// Whether this process runs under AddressSanitizer or ThreadSanitizer (their runtimes are linked in).
