@@ -46,6 +46,52 @@ struct RejectedFile {
         }
         try fileSystem.appendDurably(location, bytes)
     }
+
+    /// The seqs at or after `from` set aside in the last `tailBytes` of the file: those a process
+    /// killed between setting a batch's events aside and acknowledging them left behind, so that
+    /// the restart acknowledges them without writing them a second time. The file is appended in
+    /// seq order and only the last batch's lines can be unacknowledged, so its tail is enough;
+    /// a missing or unreadable file (or a line cut by the tail's start) contributes nothing.
+    func seqs(from: UInt64, tailBytes: Int) -> Set<UInt64> {
+        guard let file = try? fileSystem.open(location, .read) else { return [] }
+        defer { fileSystem.close(file) }
+        guard let size = try? fileSystem.size(file), size > 0 else { return [] }
+        let start = size > UInt64(tailBytes) ? size - UInt64(tailBytes) : 0
+        var bytes = [UInt8](repeating: 0, count: Int(size - start))
+        var filled = 0
+        while filled < bytes.count {
+            let n = (try? bytes.withUnsafeMutableBytes { buffer in
+                try fileSystem.read(file, into: UnsafeMutableRawBufferPointer(rebasing: buffer[filled...]), at: start + UInt64(filled))
+            }) ?? 0
+            if n <= 0 { break }
+            filled += n
+        }
+        var lines = bytes[..<filled].split(separator: UInt8(ascii: "\n"))
+        if start > 0, !lines.isEmpty { lines.removeFirst() }  // cut by the tail's start
+        var seqs: Set<UInt64> = []
+        for line in lines {
+            if let seq = Self.seq(ofLine: line), seq >= from { seqs.insert(seq) }
+        }
+        return seqs
+    }
+
+    /// The `seq` of one line as ``append(_:nowMillis:)`` writes it: after `{"status":…,"reason":`
+    /// and its JSON string (whose escapes are skipped, so a reason holding `"seq":` does not
+    /// mislead), `,"seq":` and digits. Nil for any other line.
+    static func seq(ofLine line: ArraySlice<UInt8>) -> UInt64? {
+        let reasonKey = Array(#","reason":""#.utf8), seqKey = Array(#","seq":"#.utf8)
+        guard line.starts(with: #"{"status":"#.utf8),
+              let keyAt = line.firstRange(of: reasonKey) else { return nil }
+        var i = keyAt.upperBound
+        while i < line.endIndex, line[i] != UInt8(ascii: "\"") {
+            i += line[i] == UInt8(ascii: "\\") ? 2 : 1
+        }
+        guard i < line.endIndex else { return nil }
+        let rest = line[(i + 1)...]
+        guard rest.starts(with: seqKey) else { return nil }
+        let digits = rest.dropFirst(seqKey.count).prefix { (48...57).contains($0) }
+        return digits.isEmpty ? nil : UInt64(String(decoding: digits, as: UTF8.self))
+    }
 }
 
 /// `delivery.inflight` in the log directory: the ranges of the requests not yet acknowledged

@@ -21,6 +21,7 @@ extension Uploader {
             case .commit(let through, let setAside):
                 let last = session.batchIndex(coveringSendable: through)
                 let end = last == session.batch.count - 1 ? session.batch.end : session.batch.end(after: last)
+                if !setAside.isEmpty { await learnEarlierSetAside() }
                 let asides = setAside.filter { !self.setAside.contains(session.batch.seqs[session.sendable[$0.index]]) }
                 let entries = asides.map { rejectedEntry($0, session) }
                 do {

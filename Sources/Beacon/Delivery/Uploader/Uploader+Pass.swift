@@ -238,6 +238,7 @@ extension Uploader {
             return true
         }
         // Those set aside by an earlier attempt at this batch are already in rejected.jsonl.
+        if !expired.isEmpty { await learnEarlierSetAside() }
         expired.removeAll { setAside.contains($0.seq) }
         guard !expired.isEmpty else { return sendable }
         let file = rejectedFile, now = nowMillis, entries = expired
@@ -249,6 +250,17 @@ extension Uploader {
         counters.expiredEvents += UInt64(expired.count)
         self.setAside.formUnion(expired.map(\.seq))
         return sendable
+    }
+
+    /// Adds to ``setAside``, once, the events an earlier process set aside past the checkpoint: one
+    /// killed between writing `rejected.jsonl` and acknowledging those events leaves them to be
+    /// read again, and they must be acknowledged without a second line each.
+    func learnEarlierSetAside() async {
+        guard !earlierSetAsideLoaded else { return }
+        earlierSetAsideLoaded = true
+        let file = rejectedFile, from = log.checkpoint.seq
+        let tail = 2 * configuration.maxBatchBytes + (1 << 16)
+        if let seqs = try? await onIO({ file.seqs(from: from, tailBytes: tail) }) { setAside.formUnion(seqs) }
     }
 
     /// Runs blocking work (a read, an acknowledgement): at once on the pass's own thread, else on

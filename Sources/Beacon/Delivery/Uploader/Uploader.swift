@@ -158,6 +158,9 @@ public actor Uploader {
     /// aside twice. A set, not a high-water mark: an expired event set aside first must not hide a
     /// refused event before it in the same batch.
     var setAside: Set<UInt64> = []
+    /// Whether ``setAside`` holds what an earlier process set aside past the checkpoint
+    /// (``learnEarlierSetAside()``).
+    var earlierSetAsideLoaded = false
     var lastRequestDuration: Duration = .zero
     /// The last `Date` header a collector sent, parsed.
     var lastCollectorDate: (text: String, seconds: Int64)?
