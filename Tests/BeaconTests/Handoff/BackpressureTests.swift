@@ -134,7 +134,7 @@ import BeaconTestSupport
         let beacon = try Beacon(configuration: .testing(dir))
         try await offPool { try beacon.sync() }   // the writer has run
         let tasks = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")
-        let names = tasks.compactMap { try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8) }
+        let names = tasks.compactMap { fileContents(atPath: "/proc/self/task/\($0)/comm").map { String(decoding: $0, as: UTF8.self) } }
             .map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
         #expect(names.contains("beacon-writer"), "thread names: \(Set(names).sorted())")
         await beacon.close()

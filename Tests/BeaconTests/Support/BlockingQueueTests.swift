@@ -13,7 +13,7 @@ struct BlockingQueueTests {
     /// The names of the process's threads (`/proc/self/task/*/comm`).
     static func threadNames() -> [String] {
         let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
-        return tasks.compactMap { try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8) }
+        return tasks.compactMap { fileContents(atPath: "/proc/self/task/\($0)/comm").map { String(decoding: $0, as: UTF8.self) } }
             .map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
     }
 
