@@ -1,1 +1,1 @@
-../../Sources/BeaconLog/Internal/ThreadSanitizerMutex.swift
+../../../Sources/BeaconLog/Internal/ThreadSanitizerMutex.swift
