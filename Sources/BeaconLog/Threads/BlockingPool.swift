@@ -25,6 +25,10 @@ package final class BlockingPool: Sendable {
     /// Name lookups (`getaddrinfo`), apart: a lookup has a request's deadline, and must not wait
     /// behind closes and fsyncs (nor they behind a name service that does not answer).
     package static let lookups = BlockingPool(name: "beacon-dns", maximumThreads: 4)
+    /// Network waits off `beacon-uploader` (a transport's requests from other threads, the
+    /// collector probes), apart: a request may wait for a collector that never answers until its
+    /// timeout, and the log's reads, acknowledgements and group commits must not queue behind it.
+    package static let network = BlockingPool(name: "beacon-net", maximumThreads: 8)
 
     /// The most threads this pool runs at once.
     package let maximumThreads: Int

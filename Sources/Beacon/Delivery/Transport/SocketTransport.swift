@@ -42,7 +42,7 @@ import Synchronization
 public final class SocketTransport: Transport {
     /// Where the blocking socket calls run, one request at a time: the calling thread if it is
     /// Beacon's own (``SerialLane/sync(_:)``), else Beacon's pool threads.
-    let queue = SerialLane()
+    let queue = SerialLane(pool: .network)
     let connection: SocketConnection
     /// The last URL's endpoint, so that a URL is taken apart once, not per request.
     let endpoints = Mutex<SocketEndpoint?>(nil)

@@ -73,7 +73,7 @@ public actor Uploader {
     /// Where the delivery loop's probes block while it backs off (``probeCollector()``), one at a
     /// time on Beacon's pool threads: a probe takes at most a second, and never holds up a flush
     /// on ``passThread``.
-    nonisolated let probeLane = SerialLane()
+    nonisolated let probeLane = SerialLane(pool: .network)
     /// The scheduling (`UploaderScheduler`) and what carries it out, shared with the append
     /// hook's thread and with `stop()`.
     nonisolated let scheduling: Mutex<Scheduling>
