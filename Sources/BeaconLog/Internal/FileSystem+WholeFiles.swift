@@ -4,14 +4,16 @@ import Glibc
 /// writes beside the segments (the checkpoint's first copy, `rejected.jsonl`, `delivery.inflight`,
 /// `identity.json`, the counters) goes through the same calls a test can fault.
 extension FileSystem {
-    /// The whole content of an open file: `fstat(2)`, then `pread(2)` until its end.
-    package func readAll(_ file: LogFile) throws -> [UInt8] {
-        let size = Int(try self.size(file))
+    /// The content of an open file from `offset` (default: the whole file): `fstat(2)`, then
+    /// `pread(2)` until its end.
+    package func readAll(_ file: LogFile, from offset: UInt64 = 0) throws -> [UInt8] {
+        let total = try self.size(file)
+        let size = total > offset ? Int(total - offset) : 0
         var bytes = [UInt8](repeating: 0, count: size)
         var done = 0
         try bytes.withUnsafeMutableBytes { raw in
             while done < size {
-                let n = try read(file, into: UnsafeMutableRawBufferPointer(rebasing: raw[done...]), at: UInt64(done))
+                let n = try read(file, into: UnsafeMutableRawBufferPointer(rebasing: raw[done...]), at: offset + UInt64(done))
                 if n == 0 { break }
                 done += n
             }

@@ -57,16 +57,8 @@ struct RejectedFile {
         defer { fileSystem.close(file) }
         guard let size = try? fileSystem.size(file), size > 0 else { return [] }
         let start = size > UInt64(tailBytes) ? size - UInt64(tailBytes) : 0
-        var bytes = [UInt8](repeating: 0, count: Int(size - start))
-        var filled = 0
-        while filled < bytes.count {
-            let n = (try? bytes.withUnsafeMutableBytes { buffer in
-                try fileSystem.read(file, into: UnsafeMutableRawBufferPointer(rebasing: buffer[filled...]), at: start + UInt64(filled))
-            }) ?? 0
-            if n <= 0 { break }
-            filled += n
-        }
-        var lines = bytes[..<filled].split(separator: UInt8(ascii: "\n"))
+        guard let bytes = try? fileSystem.readAll(file, from: start) else { return [] }
+        var lines = bytes.split(separator: UInt8(ascii: "\n"))
         if start > 0, !lines.isEmpty { lines.removeFirst() }  // cut by the tail's start
         var seqs: Set<UInt64> = []
         for line in lines {
