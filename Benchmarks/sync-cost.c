@@ -81,7 +81,12 @@ int main(int argc, char **argv) {
     double c0 = cpu(&cs0), w0 = now();
     long long offset = 0, zeroed = 0;
     int window = strcmp(mode, "zerowindow") == 0;
+    // GAP_US: sleep this long between commits, as a paced writer does (its caches go cold between
+    // commits, and the sleep's own wakeup is counted in vcsw); 0 (the default) commits back to back.
+    const char *gapEnv = getenv("GAP_US");
+    long gap = gapEnv ? atol(gapEnv) : 0;
     for (int i = 0; i < n; i++) {
+        if (gap > 0) { struct timespec g = { gap / 1000000, (gap % 1000000) * 1000 }; nanosleep(&g, NULL); }
         // zerowindow: zeros written SEGMENT_BYTES ahead whenever a write would pass the zeroed end,
         // synced with that commit.
         if (window && offset + size > zeroed) {

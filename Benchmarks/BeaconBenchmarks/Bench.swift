@@ -37,6 +37,10 @@ final class BenchContext {
     var uploadModes: Set<String> = []
     /// `--paced-seconds`: how long each rate of the paced phase runs (nil: its default).
     var pacedSeconds: Double?
+    /// `--paced-rate`: the rates the paced phase runs (empty: its defaults).
+    var pacedRates: [Int] = []
+    /// `--paced-interval-ms`: the paced phase's commit interval (nil: the default policy).
+    var pacedIntervalMilliseconds: Int?
     private var payloadCache: [Int: Payloads] = [:]
 
     /// Whether the upload phase runs `mode` (`--upload-mode`).

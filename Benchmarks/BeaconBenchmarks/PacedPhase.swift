@@ -26,21 +26,30 @@ enum PacedPhase: BenchPhase {
         let collector = try BenchCollector(.loopback, directory: context.directory)
         defer { collector.stop() }
         var figures: [Figure] = []
-        for rate in rates {
+        for rate in context.pacedRates.isEmpty ? rates : context.pacedRates {
             // Without Beacon first, then with it, in the same conditions.
             let without = try run(rate: rate, seconds: seconds, beacon: nil)
             var config = Beacon.Configuration(directory: try context.scratch("beacon-paced-\(rate)"), serverURL: collector.url)
             config.lifecycleEvents = false
+            if let ms = context.pacedIntervalMilliseconds {
+                config.storage.durability = .batched(records: 100, interval: .milliseconds(ms))
+            }
             let with = try run(rate: rate, seconds: seconds, beacon: config)
-            figures += report(rate: rate, with: with, without: without)
-            FileHandle.standardError.write(Data("paced \(rate) ev/s: \(format(with.cpuMicrosecondsPerEvent - without.cpuMicrosecondsPerEvent, 2)) µs of CPU added per event, writer \(format(with.writerWakeupsPerSecond, 0)) wakeups/s, \(format(with.writerCommitsPerSecond, 0)) commits/s; threads: \(with.threadSummary)\n".utf8))
+            // The physical limit in the same conditions: the commits the writer made, at its pace,
+            // each a write and an fsync of a zero-filled file, with nothing else.
+            let floor = try CommitFloor.measure(commitsPerSecond: with.writerCommitsPerSecond, bytesPerCommit: with.bytesPerCommit,
+                                                seconds: min(seconds, 5), directory: try context.scratch("paced-floor-\(rate)"))
+            figures += report(rate: rate, with: with, without: without, floor: floor)
+            FileHandle.standardError.write(Data("paced \(rate) ev/s: \(format(with.cpuMicrosecondsPerEvent - without.cpuMicrosecondsPerEvent, 2)) µs of CPU added per event (the commits alone, at the writer's pace, cost \(format(floor.cpuMicrosecondsPerCommit * with.writerCommitsPerSecond / Double(rate), 2)) µs per event), writer \(format(with.writerCommitsPerSecond, 0)) commits/s, woken \(format(with.writerWaitsEndedPerSecond, 0)) times/s from its wait and \(format(with.writerDiskWaitsPerSecond, 0)) times/s inside write and fsync (alone: \(format(floor.switchesPerCommit * with.writerCommitsPerSecond, 0))); threads: \(with.threadSummary)\n".utf8))
         }
         return figures
     }
 
-    static func report(rate: Int, with: Run, without: Run) -> [Figure] {
+    static func report(rate: Int, with: Run, without: Run, floor: CommitFloor) -> [Figure] {
         let mode = "\(rate)"
         let n = [("n", String(with.events))]
+        let writerCPU = with.threadCPU["beacon-writer"] ?? 0
+        let writerPerCommit = writerCPU / Double(max(with.writerCommits, 1)) * 1e6
         return [
             .value("beacon", name, "cpu_us_per_event_\(mode)", with.cpuMicrosecondsPerEvent, fields: n + [("threads", with.threadSummary)]),
             .value("without", name, "cpu_us_per_event_\(mode)", without.cpuMicrosecondsPerEvent, fields: [("n", String(without.events)), ("threads", without.threadSummary)]),
@@ -48,6 +57,17 @@ enum PacedPhase: BenchPhase {
             .value("beacon", name, "writer_wakeups_per_s_\(mode)", with.writerWakeupsPerSecond, fields: n),
             .value("beacon", name, "writer_wakeups_per_event_\(mode)", with.writerWakeupsPerEvent, fields: n),
             .value("beacon", name, "writer_commits_per_s_\(mode)", with.writerCommitsPerSecond, fields: n),
+            // The writer's wakeups split: back from its own wait (for records, or the end of a
+            // gathering interval), and the rest of its voluntary switches: waits for the disk
+            // inside write and fsync.
+            .value("beacon", name, "writer_wait_wakeups_per_s_\(mode)", with.writerWaitsEndedPerSecond, fields: n),
+            .value("beacon", name, "writer_disk_waits_per_s_\(mode)", with.writerDiskWaitsPerSecond, fields: n),
+            // The physical limit, measured in the same run: a bare write + fsync loop at the
+            // writer's commit pace and commit size (CommitFloor).
+            .value("floor", name, "cpu_us_per_commit_\(mode)", floor.cpuMicrosecondsPerCommit, fields: [("bytes", String(with.bytesPerCommit))]),
+            .value("floor", name, "switches_per_commit_\(mode)", floor.switchesPerCommit),
+            .value("beacon", name, "writer_cpu_us_per_commit_\(mode)", writerPerCommit, fields: [("ratio_to_floor", format(writerPerCommit / max(floor.cpuMicrosecondsPerCommit, 0.001), 2))]),
+            .value("floor", name, "cpu_us_per_event_\(mode)", floor.cpuMicrosecondsPerCommit * with.writerCommitsPerSecond / Double(rate), fields: n),
             .value("beacon", name, "switches_per_event_\(mode)", with.switchesPerEvent, fields: n),
             .value("without", name, "switches_per_event_\(mode)", without.switchesPerEvent),
             .value("beacon", name, "switches_added_per_event_\(mode)", with.switchesPerEvent - without.switchesPerEvent, fields: n),
@@ -64,6 +84,8 @@ enum PacedPhase: BenchPhase {
         var switches = 0
         var writerWakeups = 0
         var writerCommits: UInt64 = 0
+        /// Times the writer came back from waiting for work (its own wakeups).
+        var writerWaitsEnded: UInt64 = 0
         /// CPU seconds by thread name.
         var threadCPU: [String: Double] = [:]
         var rssStartMiB = 0.0
@@ -74,6 +96,13 @@ enum PacedPhase: BenchPhase {
         var writerWakeupsPerSecond: Double { Double(writerWakeups) / seconds }
         var writerWakeupsPerEvent: Double { Double(writerWakeups) / Double(max(events, 1)) }
         var writerCommitsPerSecond: Double { Double(writerCommits) / seconds }
+        var writerWaitsEndedPerSecond: Double { Double(writerWaitsEnded) / seconds }
+        /// The writer's voluntary switches that were not the end of its wait: the disk's.
+        var writerDiskWaitsPerSecond: Double { Double(max(0, writerWakeups - Int(writerWaitsEnded))) / seconds }
+        /// Bytes the log appended (frames included).
+        var appendedBytes: UInt64 = 0
+        /// What a commit wrote, on average.
+        var bytesPerCommit: Int { Int(appendedBytes / max(writerCommits, 1)) }
         /// `name:µs/event` for each thread name, largest first.
         var threadSummary: String {
             threadCPU.sorted { $0.value > $1.value }
@@ -96,6 +125,8 @@ enum PacedPhase: BenchPhase {
         let threadsBefore = ThreadTimes.sample()
         let usageBefore = Usage.now()
         let commitsBefore = beacon?.writerCommits ?? 0
+        let waitsBefore = beacon?.writerWaitsEnded ?? 0
+        let bytesBefore = beacon?.appendedBytes ?? 0
         let start = now()
         let group = DispatchGroup()
         // The producers stay until their CPU time is sampled (an ended thread leaves /proc).
@@ -125,6 +156,8 @@ enum PacedPhase: BenchPhase {
         let usageAfter = Usage.now()
         let threadsAfter = ThreadTimes.sample()
         result.writerCommits = (beacon?.writerCommits ?? 0) - commitsBefore
+        result.writerWaitsEnded = (beacon?.writerWaitsEnded ?? 0) - waitsBefore
+        result.appendedBytes = (beacon?.appendedBytes ?? 0) - bytesBefore
         for _ in 0..<producers { sampled.signal() }
         result.events = perThread * producers
         result.cpuSeconds = usageAfter.cpuSeconds - usageBefore.cpuSeconds

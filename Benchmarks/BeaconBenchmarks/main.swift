@@ -24,7 +24,8 @@ var namedOnlyPhases: [any BenchPhase.Type] { [SoakPhase.self, PacedPhase.self] }
 let usage = """
     usage: beacon-bench [--quick] [--phase NAME]... [--append-mode MODE]... [--rounds N] [--dir PATH]
                         [--soak-seconds S] [--soak-rate N] [--soak-backlog N] [--soak-transport T]
-                        [--upload-mode MODE]... [--paced-seconds S]
+                        [--upload-mode MODE]... [--paced-seconds S] [--paced-rate N]...
+                        [--paced-interval-ms T]
       --quick       small N for a smoke run (seconds; CI runs it)
       --phase NAME  run only this phase (repeatable); phases:
     \((benchPhases + namedOnlyPhases).map { "                  \($0.name): \($0.summary)" }.joined(separator: "\n"))
@@ -40,6 +41,10 @@ let usage = """
       --upload-mode MODE  upload: run only this mode and its keep-alive loop (repeatable), such as
                           nginx_batch50, batch500_gzip, instant_batch50 (default: every mode)
       --paced-seconds S  paced: how long each rate runs, with and without Beacon (default 10; 1 with --quick)
+      --paced-rate N    paced: run only this rate, events/s (repeatable; default 1000, 10000, 50000, 100000)
+      --paced-interval-ms T  paced: the tracker's durability .batched(records: 100, interval: T ms)
+                        instead of the default policy (100 records or 10 ms): what a longer commit
+                        interval saves
       --dir PATH    where the data goes (default: a new .beacon-bench-XXXXXX in the working
                     directory, on its file system, removed afterwards)
     """
@@ -62,6 +67,8 @@ var dirArgument: String?
 var soakOptions = SoakOptions()
 var uploadModes: Set<String> = []
 var pacedSeconds: Double?
+var pacedRates: [Int] = []
+var pacedInterval: Int?
 var arguments = Array(CommandLine.arguments.dropFirst())[...]
 while let argument = arguments.popFirst() {
     var name = argument
@@ -108,6 +115,14 @@ while let argument = arguments.popFirst() {
         let text = value()
         guard let seconds = Double(text), seconds >= 0.1, seconds <= 3600 else { fail("--paced-seconds must be 0.1...3600, not '\(text)'") }
         pacedSeconds = seconds
+    case "--paced-rate":
+        let text = value()
+        guard let rate = Int(text), rate >= 10, rate <= 1_000_000 else { fail("--paced-rate must be 10...1000000 events/s, not '\(text)'") }
+        pacedRates.append(rate)
+    case "--paced-interval-ms":
+        let text = value()
+        guard let ms = Int(text), ms >= 1, ms <= 10_000 else { fail("--paced-interval-ms must be 1...10000, not '\(text)'") }
+        pacedInterval = ms
     case "--help", "-h":
         print(usage)
         exit(0)
@@ -145,6 +160,8 @@ context.soak = soakOptions
 context.appendModes = appendModes
 context.uploadModes = uploadModes
 context.pacedSeconds = pacedSeconds
+context.pacedRates = pacedRates
+context.pacedIntervalMilliseconds = pacedInterval
 var report = Report()
 var ok = true
 do {

@@ -73,6 +73,12 @@ extension EventWriter {
         /// paced` reports beside the thread's context switches, which also count each fsync's
         /// waits for the disk).
         var batchesTaken: UInt64 = 0
+        /// Times the writer thread came back from waiting on its condition: for the first record,
+        /// at the end of a gathering interval, or woken by `enqueue`, a closing or a thaw. With
+        /// ``batchesTaken``, what `beacon-bench --phase paced` tells apart from the waits inside
+        /// `write` and `fsync` (the disk's, a few per commit), which the thread's voluntary context
+        /// switches count as well.
+        var waitsEnded: UInt64 = 0
         var waiters = 0
         /// Tasks suspended until their record fits, oldest first; the writer queues them.
         var roomWaiters: [RoomWaiter] = []

@@ -31,6 +31,7 @@ extension EventWriter {
                     if held.state.frozen {
                         held.state.writerWait = .running
                         held.wait()
+                        held.state.waitsEnded += 1
                         continue
                     }
                     let now = monotonicNanoseconds()
@@ -42,12 +43,14 @@ extension EventWriter {
                             held.state.writerWait = .gathering
                             _ = held.wait(untilNanoseconds: nextCommit)
                         }
+                        held.state.waitsEnded += 1
                         held.state.writerWait = .running
                         continue
                     }
                     if now >= nextCommit || held.state.mustTakeNow(pacing) { break }
                     held.state.writerWait = .gathering
                     _ = held.wait(untilNanoseconds: nextCommit)
+                    held.state.waitsEnded += 1
                     held.state.writerWait = .running
                 }
                 if held.state.queue.isEmpty && held.state.closing {

@@ -180,6 +180,12 @@ final class EventWriter: Sendable {
         lock.withLock { $0.state.batchesTaken }
     }
 
+    /// Times the writer thread came back from waiting for work (a measurement seam): see
+    /// `State.waitsEnded`.
+    var waitsEnded: UInt64 {
+        lock.withLock { $0.state.waitsEnded }
+    }
+
     /// What the writer thread is doing (a test seam).
     var writerWait: WriterWait {
         lock.withLock { $0.state.writerWait }

@@ -220,6 +220,18 @@ public final class Beacon: Sendable {
         writer.batchesTaken
     }
 
+    /// Times the writer thread came back from waiting for work since the tracker opened (a
+    /// measurement seam for `beacon-bench --phase paced`): its own wakeups, without the waits for
+    /// the disk inside each commit's `write` and `fsync`.
+    package var writerWaitsEnded: UInt64 {
+        writer.waitsEnded
+    }
+
+    /// Bytes appended to the log since it opened, frames included (a measurement seam).
+    package var appendedBytes: UInt64 {
+        log.stats.appendedBytes
+    }
+
     /// Throws the ``BeaconValidationError`` that `track` would report for this input, or nothing if
     /// `track` would accept it. Records nothing.
     public func validate(_ event: String, properties: [String: PropertyValue] = [:], distinctId: String? = nil) throws {
