@@ -5,26 +5,38 @@ import CZlib
 package enum Gzip {
     /// A gzip member holding `bytes`, compressed at `level` (0…9, default 6).
     package static func compress(_ bytes: [UInt8], level: Int32 = 6) -> [UInt8] {
+        var output = [UInt8](repeating: 0, count: bound(bytes.count, level: level))
+        let produced = bytes.withUnsafeBytes { input in
+            output.withUnsafeMutableBytes { compress(input, into: $0, level: level) }
+        }
+        output.removeSubrange(produced...)
+        return output
+    }
+
+    /// The most bytes ``compress(_:into:level:)`` writes for `count` bytes at `level` (zlib's `deflateBound`).
+    package static func bound(_ count: Int, level: Int32 = 6) -> Int {
+        var stream = z_stream()
+        let status = deflateInit2_(&stream, level, Z_DEFLATED, 31, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size))
+        precondition(status == Z_OK, "deflateInit2 failed (\(status)): zlib is unusable")
+        defer { deflateEnd(&stream) }
+        return Int(deflateBound(&stream, uLong(count)))
+    }
+
+    /// Writes a gzip member holding `input` to `output` (at least ``bound(_:)`` bytes), compressed
+    /// at `level`; returns how many bytes it wrote.
+    package static func compress(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer, level: Int32 = 6) -> Int {
         var stream = z_stream()
         var status = deflateInit2_(&stream, level, Z_DEFLATED, 31, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size))
         precondition(status == Z_OK, "deflateInit2 failed (\(status)): zlib is unusable")
         defer { deflateEnd(&stream) }
-        let bound = Int(deflateBound(&stream, uLong(bytes.count)))
-        var output = [UInt8](repeating: 0, count: bound)
-        var produced = 0
-        bytes.withUnsafeBufferPointer { input in
-            output.withUnsafeMutableBufferPointer { out in
-                stream.next_in = UnsafeMutablePointer(mutating: input.baseAddress)
-                stream.avail_in = uInt(input.count)
-                stream.next_out = out.baseAddress
-                stream.avail_out = uInt(out.count)
-                status = deflate(&stream, Z_FINISH)
-                produced = out.count - Int(stream.avail_out)
-            }
-        }
+        precondition(output.count >= Int(deflateBound(&stream, uLong(input.count))), "compress: the output is smaller than deflateBound")
+        stream.next_in = UnsafeMutablePointer(mutating: input.baseAddress?.assumingMemoryBound(to: UInt8.self))
+        stream.avail_in = uInt(input.count)
+        stream.next_out = output.baseAddress?.assumingMemoryBound(to: UInt8.self)
+        stream.avail_out = uInt(output.count)
+        status = deflate(&stream, Z_FINISH)
         precondition(status == Z_STREAM_END, "deflate did not finish within deflateBound (\(status))")
-        output.removeSubrange(produced...)
-        return output
+        return output.count - Int(stream.avail_out)
     }
 
     /// The bytes inside one or more concatenated gzip (or zlib) members. Throws on damaged input

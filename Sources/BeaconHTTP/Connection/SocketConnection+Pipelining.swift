@@ -23,7 +23,7 @@ extension SocketConnection {
             throw .closedBeforeAnswer(nil)
         }
         do {
-            _ = try write(head, request.body, deadline: deadline, isCancelled: isCancelled, watchingForAnswer: false)
+            _ = try write(head, request.content, deadline: deadline, isCancelled: isCancelled, watchingForAnswer: false)
         } catch {
             disconnect()
             throw error

@@ -94,7 +94,7 @@ package final class SocketConnection: @unchecked Sendable {
             }
             do {
                 parser.reset()
-                if let early = try write(head, request.body, deadline: deadline, isCancelled: isCancelled) {
+                if let early = try write(head, request.content, deadline: deadline, isCancelled: isCancelled) {
                     // Answered before the whole body was sent: the connection cannot carry another request.
                     disconnect()
                     return early
@@ -146,7 +146,7 @@ package final class SocketConnection: @unchecked Sendable {
             if HTTPFieldName.equal(name, "Content-Length") || HTTPFieldName.equal(name, "Transfer-Encoding") || HTTPFieldName.equal(name, "Connection") { continue }
             line(name, value)
         }
-        line("Content-Length", String(request.body.count))
+        line("Content-Length", String(request.content.count))
         out.append(contentsOf: "\r\n".utf8)
         return out
     }
@@ -185,7 +185,7 @@ package final class SocketConnection: @unchecked Sendable {
         parser.answersConnect = true
         let answer: TransportResponse
         do {
-            if let early = try write(Array(text.utf8), [], deadline: deadline, isCancelled: isCancelled) {
+            if let early = try write(Array(text.utf8), .bytes([]), deadline: deadline, isCancelled: isCancelled) {
                 answer = early
             } else {
                 answer = try readAnswer(deadline: deadline, isCancelled: isCancelled)
@@ -248,7 +248,7 @@ package final class SocketConnection: @unchecked Sendable {
 
     /// One write of `head` and `body` from byte `sent` of the two (one `sendmsg` of both, or of
     /// what is left of the body).
-    static func write(_ head: [UInt8], _ body: [UInt8], from sent: Int, to stream: any ByteStream) -> StreamResult {
+    static func write(_ head: [UInt8], _ body: RequestBody, from sent: Int, to stream: any ByteStream) -> StreamResult {
         head.withUnsafeBytes { h in
             body.withUnsafeBytes { b in
                 sent < h.count
@@ -267,7 +267,7 @@ package final class SocketConnection: @unchecked Sendable {
     /// socket before the failure is believed. Without it (a pipelined request, whose answer comes
     /// after those of the requests before it), answers that arrive meanwhile stay in the socket
     /// for ``readPipelined(deadline:isCancelled:)`` and a collector that closes fails the write.
-    func write(_ head: [UInt8], _ body: [UInt8], deadline: UInt64, isCancelled: () -> Bool,
+    func write(_ head: [UInt8], _ body: RequestBody, deadline: UInt64, isCancelled: () -> Bool,
                watchingForAnswer: Bool = true) throws(Failure) -> TransportResponse? {
         guard let stream else { throw .closedBeforeAnswer(nil) }
         /// The answer the peer sent before it stopped taking the request, else the failure `code`.

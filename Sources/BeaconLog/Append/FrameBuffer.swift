@@ -13,18 +13,18 @@ import Glibc
 /// the arenas' trim threshold to twice that), after which the process's later large blocks stay
 /// in the malloc arenas when freed. One 2.5 MiB burst buffer left a service up to 5 MiB of free
 /// memory resident in each arena of the threads that allocate large blocks.
-final class FrameBuffer: @unchecked Sendable {
-    private(set) var base: UnsafeMutableRawPointer
-    private(set) var capacity: Int
+package final class FrameBuffer: @unchecked Sendable {
+    package private(set) var base: UnsafeMutableRawPointer
+    package private(set) var capacity: Int
     /// Bytes in use, from `base`.
-    var count = 0
+    package var count = 0
     /// `base` was mapped by ``allocate(_:)`` (true) or comes from `malloc` (false).
-    private(set) var isMapped: Bool
+    package private(set) var isMapped: Bool
 
     /// glibc's default mmap threshold: blocks from here up are mapped by the buffer itself.
-    static let mappedMinimum = 128 * 1024
+    package static let mappedMinimum = 128 * 1024
 
-    init(capacity: Int) {
+    package init(capacity: Int) {
         self.capacity = max(capacity, 64)
         (base, isMapped) = Self.allocate(self.capacity)
     }
@@ -33,7 +33,7 @@ final class FrameBuffer: @unchecked Sendable {
 
     /// Room for `n` more bytes at the end; the caller writes them and adds `n` to `count`.
     @inline(__always)
-    func tail(reserving n: Int) -> UnsafeMutableRawPointer {
+    package func tail(reserving n: Int) -> UnsafeMutableRawPointer {
         if count + n > capacity { grow(to: count + n) }
         return base + count
     }
@@ -67,5 +67,5 @@ final class FrameBuffer: @unchecked Sendable {
     }
 
     /// The bytes in use.
-    var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base, count: count) }
+    package var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base, count: count) }
 }

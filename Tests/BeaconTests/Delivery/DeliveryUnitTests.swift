@@ -108,7 +108,29 @@ struct DeliveryUnitTests {
                 let start = Int.random(in: 0...buffer.count, using: &random)
                 return buffer[start..<Int.random(in: start...buffer.count, using: &random)]
             }
-            #expect(format.body(records: records, sentAt: 1_700_000_000_123) == format.body(records.map { Array($0) }, sentAt: 1_700_000_000_123))
+            #expect(format.body(records: records, sentAt: 1_700_000_000_123).array == format.body(records.map { Array($0) }, sentAt: 1_700_000_000_123))
+        }
+    }
+
+    /// Bodies from just under glibc's mmap threshold to megabytes: the same bytes as the generic
+    /// body, in an array below the threshold and in memory the body maps itself from it up (a
+    /// large array freed would raise the threshold for the whole process: `RequestBody`).
+    @Test("bodies around 128 KiB are the generic body, mapped by themselves from 128 KiB up", arguments: PayloadFormat.allCases)
+    func largeBodiesAreMapped(format: PayloadFormat) {
+        let shared = (0..<4096).map { UInt8(0x41 + $0 % 26) }
+        let overhead = format.body([ArraySlice<UInt8>](), sentAt: 1_700_000_000_123).count + (format == .ndjson ? 1 : 0)
+        for target in [FrameBuffer.mappedMinimum - 1, FrameBuffer.mappedMinimum, FrameBuffer.mappedMinimum + 1, 1 << 20, 3 << 20] {
+            // n records of 999 bytes and one of the rest (maybe empty): each adds its separator.
+            let n = (target - overhead) / 1000, rest = target - overhead - n * 1000
+            let records = (0..<n).map { i in shared[(i % 3000)..<(i % 3000 + 999)] } + [shared[0..<rest]]
+            let body = format.body(records: records, sentAt: 1_700_000_000_123)
+            #expect(body.count == target, "\(format) body for \(target) bytes")
+            if case .mapped = body {
+                #expect(target >= FrameBuffer.mappedMinimum, "a body of \(target) bytes was mapped")
+            } else {
+                #expect(target < FrameBuffer.mappedMinimum, "a body of \(target) bytes was an array")
+            }
+            #expect(body.array == format.body(records.map { Array($0) }, sentAt: 1_700_000_000_123))
         }
     }
 

@@ -1,3 +1,6 @@
+import BeaconHTTP
+import BeaconLog
+
 /// How a batch of events is put in a request body. Bodies are the stored event bytes joined,
 /// never parsed or re-encoded.
 public enum PayloadFormat: String, Sendable, CaseIterable {
@@ -45,31 +48,51 @@ public enum PayloadFormat: String, Sendable, CaseIterable {
         return body
     }
 
-    /// ``body(_:sentAt:)`` for records read from the log (slices of its read buffer): the body
-    /// allocated once at its size and each record copied with one `memcpy`.
-    func body(records: [ArraySlice<UInt8>], sentAt: Int64) -> [UInt8] {
-        guard self == .jsonArray else { return body(records, sentAt: sentAt) }
-        var size = 2 + max(0, records.count - 1)
+    /// ``body(_:sentAt:)`` for records read from the log (slices of its read buffer): written once
+    /// at its size, each record with one `memcpy`, into an array, or from glibc's mmap threshold up
+    /// into memory the body maps itself (a `FrameBuffer`: see ``RequestBody`` for why a large body
+    /// is never an array).
+    func body(records: [ArraySlice<UInt8>], sentAt: Int64) -> RequestBody {
+        let (prefix, separator, suffix): ([UInt8], UInt8, [UInt8]) = switch self {
+        case .jsonArray: ([UInt8(ascii: "[")], UInt8(ascii: ","), [UInt8(ascii: "]")])
+        case .envelope: (Array(#"{"sent_at":\#(sentAt),"batch":["#.utf8), UInt8(ascii: ","), Array("]}".utf8))
+        case .ndjson: ([], 0x0A, records.isEmpty ? [] : [0x0A])
+        }
+        var size = prefix.count + suffix.count + max(0, records.count - 1)
         for record in records { size += record.count }
-        return [UInt8](unsafeUninitializedCapacity: size) { buffer, initialized in
-            let base = buffer.baseAddress!
-            base[0] = UInt8(ascii: "[")
-            var at = 1
+        func write(_ base: UnsafeMutableRawPointer) {
+            var at = 0
+            func put(_ bytes: [UInt8]) {
+                bytes.withUnsafeBytes { if $0.count > 0 { (base + at).copyMemory(from: $0.baseAddress!, byteCount: $0.count) } }
+                at += bytes.count
+            }
+            put(prefix)
             // Each record's bytes found through the slice's base address: `withUnsafeBufferPointer`
             // retains and releases the slice's storage around each call (its `_fixLifetime`), two
             // atomic operations per record. `records` keeps every storage alive meanwhile.
             for i in records.indices {
                 if i > 0 {
-                    base[at] = UInt8(ascii: ",")
+                    base.storeBytes(of: separator, toByteOffset: at, as: UInt8.self)
                     at += 1
                 }
                 let count = records[i].count
-                if count > 0, let source = records[i]._baseAddressIfContiguous { (base + at).update(from: source, count: count) }
+                if count > 0, let source = records[i]._baseAddressIfContiguous { (base + at).copyMemory(from: source, byteCount: count) }
                 at += count
             }
-            base[at] = UInt8(ascii: "]")
-            initialized = at + 1
+            put(suffix)
+            precondition(at == size, "Invalid state: a body of \(size) bytes got \(at)")
         }
+        guard size > 0 else { return .bytes([]) }
+        if size >= FrameBuffer.mappedMinimum {
+            let buffer = FrameBuffer(capacity: size)
+            write(buffer.tail(reserving: size))
+            buffer.count = size
+            return .mapped(buffer)
+        }
+        return .bytes([UInt8](unsafeUninitializedCapacity: size) { buffer, initialized in
+            write(UnsafeMutableRawPointer(buffer.baseAddress!))
+            initialized = size
+        })
     }
 
     private func appendJoined<C: Collection<UInt8>>(_ records: some Collection<C>, into body: inout [UInt8]) {

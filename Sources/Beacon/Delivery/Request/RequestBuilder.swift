@@ -1,4 +1,5 @@
 import BeaconHTTP
+import BeaconLog
 
 /// Builds the upload requests: the body in the configured format (gzipped when asked), and the
 /// header fields every request carries.
@@ -21,7 +22,7 @@ struct RequestBuilder: Sendable {
     /// flight, so that sending costs no more than the headers.
     struct Payload: Sendable {
         /// The body as sent; nil for ``PayloadFormat/envelope``, whose `sent_at` changes per attempt.
-        var body: [UInt8]?
+        var body: RequestBody?
         var key: String
     }
 
@@ -48,11 +49,27 @@ struct RequestBuilder: Sendable {
         ]
         if configuration.gzip { headers.add(name: "Content-Encoding", value: "gzip") }
         for field in configuration.headers { headers.add(name: field.name, value: field.value) }
-        return TransportRequest(url: configuration.url, headers: headers, body: body, timeout: timeout)
+        return TransportRequest(url: configuration.url, headers: headers, content: body, timeout: timeout)
     }
 
-    /// `body` as sent: gzipped when asked.
-    private func encoded(_ body: [UInt8]) -> [UInt8] {
-        configuration.gzip ? Gzip.compress(body) : body
+    /// `body` as sent: gzipped when asked, into memory mapped by the buffer itself when zlib's bound
+    /// for it reaches glibc's mmap threshold (see ``RequestBody``).
+    private func encoded(_ body: RequestBody) -> RequestBody {
+        guard configuration.gzip else { return body }
+        return body.withUnsafeBytes { input in
+            let bound = Gzip.bound(input.count)
+            guard bound >= FrameBuffer.mappedMinimum else {
+                var output = [UInt8](repeating: 0, count: bound)
+                let produced = output.withUnsafeMutableBytes { Gzip.compress(input, into: $0) }
+                output.removeSubrange(produced...)
+                return .bytes(output)
+            }
+            let buffer = FrameBuffer(capacity: bound)
+            buffer.count = Gzip.compress(UnsafeRawBufferPointer(input), into: UnsafeMutableRawBufferPointer(start: buffer.tail(reserving: bound), count: bound))
+            return .mapped(buffer)
+        }
     }
 }
+
+/// A large request body's memory: mapped and unmapped by the buffer itself.
+extension FrameBuffer: MappedBytes {}

@@ -30,7 +30,7 @@ extension Uploader {
                 counters.clockSkew = .milliseconds(seconds * 1000 + 500 - midpoint)
             }
         }
-        return (result, request.body.count, elapsed)
+        return (result, request.content.count, elapsed)
     }
 
     /// The collector's `Date` header in seconds since 1970; the same text as the last answer's

@@ -130,7 +130,7 @@ extension Uploader {
                 }
                 reportInvalid(window.sent())
                 readFrom = session.batch.end
-                outstanding.append(Outstanding(session: session, range: inflight, sentAt: started, timeout: timeout, bytes: request.body.count))
+                outstanding.append(Outstanding(session: session, range: inflight, sentAt: started, timeout: timeout, bytes: request.content.count))
                 next = nil
             }
             // The checkpoint write (an fdatasync holding the log's reader lock) starts once the
