@@ -69,7 +69,7 @@ import BeaconTestTraits
             let baseline = try child.waitForLine { $0.hasPrefix("baseline ") }
             // Under a sanitizer `malloc` is the sanitizer's allocator, which has no mmap threshold
             // (`.ci/run`'s AddressSanitizer suite): nothing to check there.
-            if baseline != "baseline mapped" && Self.underSanitizer { return }
+            if baseline != "baseline mapped" && runsUnderSanitizer { return }
             try #require(baseline == "baseline mapped", "the threshold had moved before \(what): nothing to check")
             let after = try child.waitForLine { $0.hasPrefix("after ") }
             #expect(after == "after mapped", failure)
@@ -85,12 +85,6 @@ import BeaconTestTraits
     @Test("reading 3,000 records back leaves glibc's mmap threshold as it was", .blocking)
     func readingLeavesTheMmapThreshold() throws {
         try expectThresholdUnmoved(["burst", "read"], after: "the reads", "a 200 KiB block came from the heap after the reads: the read-ahead's blocks raised glibc's mmap threshold")
-    }
-
-    /// Whether this process runs under AddressSanitizer or ThreadSanitizer (their runtimes are linked in).
-    static var underSanitizer: Bool {
-        dlsym(nil, "__asan_init") != nil   // nil: RTLD_DEFAULT
-            || dlsym(nil, "__tsan_init") != nil
     }
 
     @Test("buffers from 128 KiB up are mapped, smaller ones come from malloc; growing keeps the bytes", arguments: [64, 80 * 1024, 128 * 1024 - 1, 128 * 1024, 3 << 20])

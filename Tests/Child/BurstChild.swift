@@ -1,3 +1,4 @@
+import Beacon
 import BeaconLog
 import Foundation
 import Glibc
@@ -15,18 +16,17 @@ import Glibc
 /// of 600 bytes in commits of 100 (chunk buffers of the usual size), reads them all back in
 /// batches of 50 as the uploader does (the read-ahead is refilled, and its old block freed, about
 /// every 200 records), and prints `baseline` for a 136 KiB block and `after` for a 200 KiB one.
+///
+/// `beacon-test-child burst DIR upload URL BYTES FORMAT [gzip]`: the same for delivery: appends
+/// 1.5 MB of records of BYTES bytes in commits of 100, then an uploader alone delivers them to the
+/// collector at URL in FORMAT (a `PayloadFormat` raw value), gzipped with `gzip`, in catch-up
+/// requests as large as the default `maxBatchBytes` (1 MiB) holds; prints `baseline` for a 136 KiB
+/// block before and `after` for a 200 KiB one once the collector has them all.
 func runBurstChild(_ arguments: [String]) -> Never {
+    if arguments.count >= 5, arguments[1] == "upload" { runUploadBurstChild(arguments) }
     guard arguments.count == 1 || (arguments.count == 2 && arguments[1] == "read") else {
-        FileHandle.standardError.write(Data("usage: beacon-test-child burst DIR [read]\n".utf8))
+        FileHandle.standardError.write(Data("usage: beacon-test-child burst DIR [read | upload URL BYTES FORMAT [gzip]]\n".utf8))
         exit(64)
-    }
-    /// Whether a `malloc` block of `size` is mapped: glibc marks a mapped chunk with the
-    /// `IS_MMAPPED` bit (2) of the size word just before the block.
-    func mapped(_ size: Int) -> String {
-        guard let block = malloc(size) else { return "none" }
-        defer { free(block) }
-        let sizeWord = UnsafeRawPointer(block).load(fromByteOffset: -MemoryLayout<UInt>.size, as: UInt.self)
-        return sizeWord & 2 != 0 ? "mapped" : "heap"
     }
     let reading = arguments.count == 2
     // The check itself raises the threshold to its block's mapped size (a page more): the block
@@ -62,6 +62,61 @@ func runBurstChild(_ arguments: [String]) -> Never {
     } catch {
         FileHandle.standardError.write(Data("beacon-test-child burst: \(error)\n".utf8))
         exit(2)
+    }
+    exit(0)
+}
+
+/// Whether a `malloc` block of `size` is mapped: glibc marks a mapped chunk with the `IS_MMAPPED`
+/// bit (2) of the size word just before the block.
+private func mapped(_ size: Int) -> String {
+    guard let block = malloc(size) else { return "none" }
+    defer { free(block) }
+    let sizeWord = UnsafeRawPointer(block).load(fromByteOffset: -MemoryLayout<UInt>.size, as: UInt.self)
+    return sizeWord & 2 != 0 ? "mapped" : "heap"
+}
+
+/// `beacon-test-child burst DIR upload URL BYTES FORMAT [gzip]` (see ``runBurstChild(_:)``).
+private func runUploadBurstChild(_ arguments: [String]) -> Never {
+    guard (5...6).contains(arguments.count), let url = URL(string: arguments[2]), let bytes = Int(arguments[3]), bytes >= 20,
+          let format = PayloadFormat(rawValue: arguments[4]), arguments.count == 5 || arguments[5] == "gzip" else {
+        FileHandle.standardError.write(Data("usage: beacon-test-child burst DIR upload URL BYTES FORMAT [gzip]\n".utf8))
+        exit(64)
+    }
+    func fail(_ message: String) -> Never {
+        FileHandle.standardError.write(Data("beacon-test-child burst upload: \(message)\n".utf8))
+        exit(2)
+    }
+    childPrint("baseline \(mapped(136 * 1024))")
+    let count = 1_500_000 / bytes
+    do {
+        var config = BeaconLog.Configuration(directory: arguments[0])
+        config.durability = .batched(records: 100, interval: .seconds(3600))
+        let log = try BeaconLog(configuration: config)
+        let pad = String(repeating: "p", count: bytes - 20)   // records of BYTES bytes, give or take a few
+        let records = (0..<count).map { Array(#"{"n":\#($0),"p":"\#(pad)"}"#.utf8) }
+        for start in stride(from: 0, to: count, by: 100) { try log.appendCommittingNow(contentsOf: Array(records[start..<min(start + 100, count)])) }
+        var delivery = DeliveryConfiguration(url: url)
+        delivery.format = format
+        delivery.gzip = arguments.count == 6
+        delivery.flushInterval = nil
+        delivery.requestTimeout = .seconds(60)
+        let uploader = try Uploader(log: log, configuration: delivery, diagnostics: { _ in })
+        let done = DispatchSemaphore(value: 0)
+        Task {
+            var attempts = 0
+            while log.stats.pendingRecords > 0 && attempts < 100 {
+                let result = await uploader.flush()
+                if !result.outcome.isComplete { try? await Task.sleep(for: .milliseconds(50)) }
+                attempts += 1
+            }
+            done.signal()
+        }
+        done.wait()
+        guard log.stats.pendingRecords == 0 else { fail("\(log.stats.pendingRecords) of \(count) records in \(arguments[0]) still pending after 100 flushes to \(url)") }
+        childPrint("after \(mapped(200 * 1024))")
+        try log.close()
+    } catch {
+        fail("\(error)")
     }
     exit(0)
 }
