@@ -87,6 +87,24 @@ import BeaconTestTraits
         try expectThresholdUnmoved(["burst", "read"], after: "the reads", "a 200 KiB block came from the heap after the reads: the read-ahead's blocks raised glibc's mmap threshold")
     }
 
+    /// A read's per-record arrays grow by doubling but never past `maxRecords` (with room for
+    /// `malloc`'s rounding): the uploader asks for at most 4,000 records so that its 32-byte slices
+    /// stay under glibc's mmap threshold (128 KiB), and an array doubled to 4,096 was 32 bytes over
+    /// it: mapped, and its `free` raised the threshold. Fails on the code before (capacities of 4,096
+    /// for 2,049 to 4,000 records).
+    @Test("a read's arrays hold no more than maxRecords", arguments: [1, 50, 64, 65, 1000, 2049, 4000])
+    func readArraysStopAtMaxRecords(maxRecords: Int) throws {
+        try withTemporaryDirectory { dir in
+            let log = try BeaconLog(configuration: smallConfig(dir, durability: .none, segmentBytes: 8 << 20, maxBytes: 64 << 20))
+            defer { try? log.close() }
+            try log.append(contentsOf: (0..<4500).map { Array(numbered($0).utf8) })
+            try log.sync()
+            let batch = try log.read(maxRecords: maxRecords, maxBytes: 64 << 20)
+            #expect(batch.count == maxRecords)
+            #expect(batch.records.capacity <= maxRecords + 16, "\(maxRecords) records in an array of capacity \(batch.records.capacity)")
+        }
+    }
+
     @Test("buffers from 128 KiB up are mapped, smaller ones come from malloc; growing keeps the bytes", arguments: [64, 80 * 1024, 128 * 1024 - 1, 128 * 1024, 3 << 20])
     func largeBuffersAreMapped(capacity: Int) {
         let buffer = FrameBuffer(capacity: capacity)

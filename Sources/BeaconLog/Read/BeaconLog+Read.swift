@@ -36,12 +36,21 @@ extension BeaconLog {
             var pos = start
             var records: [ArraySlice<UInt8>] = []
             var seqs: [UInt64] = []
-            records.reserveCapacity(min(maxRecords, 1024))
-            seqs.reserveCapacity(min(maxRecords, 1024))
             var ends: [LogPosition] = []
-            ends.reserveCapacity(min(maxRecords, 1024))
             var crcs: [UInt32] = []
-            crcs.reserveCapacity(min(maxRecords, 1024))
+            /// Room for one more record: the arrays grow by doubling, but never past `maxRecords`.
+            /// A caller that keeps its arrays under glibc's mmap threshold by `maxRecords` (the
+            /// uploader: 4,000 slices of 32 bytes, under 128 KiB) gets no array above it: `free` of
+            /// a block `malloc` had mapped raises the threshold for the whole process.
+            @inline(__always) func makeRoom() {
+                guard records.count == records.capacity else { return }
+                let capacity = min(maxRecords, max(64, records.capacity * 2))
+                records.reserveCapacity(capacity)
+                seqs.reserveCapacity(capacity)
+                ends.reserveCapacity(capacity)
+                crcs.reserveCapacity(capacity)
+            }
+            makeRoom()
             var crc: UInt32 = 0
             var bytes = 0
             var skipped = 0
@@ -84,6 +93,7 @@ extension BeaconLog {
                             let newline = base.distance(to: UnsafeRawPointer(hit))
                             guard case .record(let seq, let event) = Frame.parse(raw, line: from..<newline, crc: &crc),
                                   seq == pos.seq, seq < knownEnd, lastInSegment.map({ $0 &+ 1 == seq }) ?? true else { return }
+                            makeRoom()
                             records.append(cache.bytes[event])
                             seqs.append(seq)
                             crcs.append(crc)
@@ -159,6 +169,7 @@ extension BeaconLog {
                             pos.offset = lineEnd
                         }
                     } else if seq >= pos.seq {
+                        makeRoom()
                         records.append(io.cache!.bytes[event])
                         seqs.append(seq)
                         crcs.append(crc)
