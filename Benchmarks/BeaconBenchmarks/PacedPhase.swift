@@ -1,6 +1,7 @@
 import Beacon
 import Foundation
 import Glibc
+import Synchronization
 
 /// What a service pays: `track` at paced rates (1k, 10k, 50k, 100k events/s) from 2 threads, one event
 /// per time slot as request handlers track, with the default configuration delivering to the
@@ -40,7 +41,7 @@ enum PacedPhase: BenchPhase {
             let floor = try CommitFloor.measure(commitsPerSecond: with.writerCommitsPerSecond, bytesPerCommit: with.bytesPerCommit,
                                                 seconds: min(seconds, 5), directory: try context.scratch("paced-floor-\(rate)"))
             figures += report(rate: rate, with: with, without: without, floor: floor)
-            FileHandle.standardError.write(Data("paced \(rate) ev/s: \(format(with.cpuMicrosecondsPerEvent - without.cpuMicrosecondsPerEvent, 2)) µs of CPU added per event (the commits alone, at the writer's pace, cost \(format(floor.cpuMicrosecondsPerCommit * with.writerCommitsPerSecond / Double(rate), 2)) µs per event), writer \(format(with.writerCommitsPerSecond, 0)) commits/s, woken \(format(with.writerWaitsEndedPerSecond, 0)) times/s from its wait and \(format(with.writerDiskWaitsPerSecond, 0)) times/s inside write and fsync (alone: \(format(floor.switchesPerCommit * with.writerCommitsPerSecond, 0))); threads: \(with.threadSummary)\n".utf8))
+            FileHandle.standardError.write(Data("paced \(rate) ev/s: \(format(with.cpuMicrosecondsPerEvent - without.cpuMicrosecondsPerEvent, 2)) µs of CPU added per event, Beacon's own \(format((with.ownCPUSeconds - without.trackCPUSeconds) / Double(max(with.events, 1)) * 1e6, 2)) (track \(format((with.trackCPUSeconds - without.trackCPUSeconds) / Double(max(with.events, 1)) * 1e6, 2)), less \(format(without.trackCPUSeconds / Double(max(without.events, 1)) * 1e6, 2)) for the clock reads) (the commits alone, at the writer's pace, cost \(format(floor.cpuMicrosecondsPerCommit * with.writerCommitsPerSecond / Double(rate), 2)) µs per event), writer \(format(with.writerCommitsPerSecond, 0)) commits/s, woken \(format(with.writerWaitsEndedPerSecond, 0)) times/s from its wait and \(format(with.writerDiskWaitsPerSecond, 0)) times/s inside write and fsync (alone: \(format(floor.switchesPerCommit * with.writerCommitsPerSecond, 0))); threads: \(with.threadSummary)\n".utf8))
         }
         return figures
     }
@@ -54,6 +55,9 @@ enum PacedPhase: BenchPhase {
             .value("beacon", name, "cpu_us_per_event_\(mode)", with.cpuMicrosecondsPerEvent, fields: n + [("threads", with.threadSummary)]),
             .value("without", name, "cpu_us_per_event_\(mode)", without.cpuMicrosecondsPerEvent, fields: [("n", String(without.events)), ("threads", without.threadSummary)]),
             .value("beacon", name, "cpu_us_added_per_event_\(mode)", with.cpuMicrosecondsPerEvent - without.cpuMicrosecondsPerEvent, fields: n),
+            .value("beacon", name, "own_cpu_us_per_event_\(mode)", (with.ownCPUSeconds - without.trackCPUSeconds) / Double(max(with.events, 1)) * 1e6,
+                   fields: n + [("track_us", format((with.trackCPUSeconds - without.trackCPUSeconds) / Double(max(with.events, 1)) * 1e6, 2)),
+                                ("clock_reads_us", format(without.trackCPUSeconds / Double(max(without.events, 1)) * 1e6, 2))]),
             .value("beacon", name, "writer_wakeups_per_s_\(mode)", with.writerWakeupsPerSecond, fields: n),
             .value("beacon", name, "writer_wakeups_per_event_\(mode)", with.writerWakeupsPerEvent, fields: n),
             .value("beacon", name, "writer_commits_per_s_\(mode)", with.writerCommitsPerSecond, fields: n),
@@ -99,6 +103,16 @@ enum PacedPhase: BenchPhase {
         var writerWaitsEndedPerSecond: Double { Double(writerWaitsEnded) / seconds }
         /// The writer's voluntary switches that were not the end of its wait: the disk's.
         var writerDiskWaitsPerSecond: Double { Double(max(0, writerWakeups - Int(writerWaitsEnded))) / seconds }
+        /// CPU seconds inside the `track` calls (the producers' share that is Beacon's); without
+        /// Beacon, what the same two clock reads around nothing take.
+        var trackCPUSeconds = 0.0
+        /// Beacon's own CPU: the `track` calls, Beacon's threads (`beacon-*`) and the Swift
+        /// concurrency pool's (only the uploader's tasks run there in this loop). The difference
+        /// with the loop without Beacon also counts what Beacon's presence costs the rest (caches,
+        /// scheduling), and the noise of two runs.
+        var ownCPUSeconds: Double {
+            trackCPUSeconds + threadCPU.filter { $0.key.hasPrefix("beacon-") && $0.key != "beacon-bench" || $0.key.hasSuffix("-qos") || $0.key.hasSuffix("overcommit") }.values.reduce(0, +)
+        }
         /// Bytes the log appended (frames included).
         var appendedBytes: UInt64 = 0
         /// What a commit wrote, on average.
@@ -129,6 +143,8 @@ enum PacedPhase: BenchPhase {
         let bytesBefore = beacon?.appendedBytes ?? 0
         let start = now()
         let group = DispatchGroup()
+        // The CPU the track calls themselves take on the producers (thread CPU clock around each).
+        let trackNanoseconds = Atomic<UInt64>(0)
         // The producers stay until their CPU time is sampled (an ended thread leaves /proc).
         let sampled = DispatchSemaphore(value: 0)
         for p in 0..<producers {
@@ -136,16 +152,23 @@ enum PacedPhase: BenchPhase {
             let thread = Thread {
                 nameThread("paced-producer")
                 var next = monotonicNanoseconds() + UInt64(Double(p) * slot / Double(producers))
+                var spent: UInt64 = 0
                 for i in 0..<perThread {
                     sleep(untilNanoseconds: next)
                     next += UInt64(slot)
                     let properties: [String: PropertyValue] = ["price": 9.99, "item": "book", "count": 3, "vip": true]
                     if let beacon {
+                        let before = threadCPUNanoseconds()
                         beacon.track("Purchase", properties: properties, distinctId: users[(i * producers + p) % 1000])
+                        spent += threadCPUNanoseconds() - before
                     } else {
+                        // Bracketed the same way: what the clock reads cost, to subtract.
+                        let before = threadCPUNanoseconds()
                         discard(properties, users[(i * producers + p) % 1000])
+                        spent += threadCPUNanoseconds() - before
                     }
                 }
+                trackNanoseconds.add(spent, ordering: .relaxed)
                 group.leave()
                 sampled.wait()
             }
@@ -157,6 +180,7 @@ enum PacedPhase: BenchPhase {
         let threadsAfter = ThreadTimes.sample()
         result.writerCommits = (beacon?.writerCommits ?? 0) - commitsBefore
         result.writerWaitsEnded = (beacon?.writerWaitsEnded ?? 0) - waitsBefore
+        result.trackCPUSeconds = Double(trackNanoseconds.load(ordering: .relaxed)) / 1e9
         result.appendedBytes = (beacon?.appendedBytes ?? 0) - bytesBefore
         for _ in 0..<producers { sampled.signal() }
         result.events = perThread * producers
@@ -192,6 +216,13 @@ enum PacedPhase: BenchPhase {
     static func sleep(untilNanoseconds deadline: UInt64) {
         var spec = timespec(tv_sec: Int(deadline / 1_000_000_000), tv_nsec: Int(deadline % 1_000_000_000))
         while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &spec, nil) == EINTR {}
+    }
+
+    /// The calling thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`).
+    static func threadCPUNanoseconds() -> UInt64 {
+        var spec = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &spec)
+        return UInt64(spec.tv_sec) * 1_000_000_000 + UInt64(spec.tv_nsec)
     }
 
     static func monotonicNanoseconds() -> UInt64 {

@@ -205,6 +205,9 @@ public final class BeaconLog: Sendable {
         }
         state.withLock { $0.closed = true }
         saveCounters()
+        // A lazily written checkpoint: durable now (best effort: if this fails, a power loss
+        // delivers the batches it acknowledged again; none is lost).
+        checkpointIO.withLock { io in try? makeCheckpointDurable(io: &io) }
         writerIO.withLock { io in
             // A failed log touches its files no more (the next open repairs the tail).
             if state.withLock({ $0.failure == nil }) { cutPreallocation(io: &io) }

@@ -103,10 +103,19 @@ struct WriterIO: Sendable {
 /// The checkpoint's writer: the file and its last generation. Behind `BeaconLog.checkpointIO`, so
 /// that a checkpoint's fdatasync does not hold the reader lock (reads go on meanwhile).
 struct CheckpointIO: Sendable {
+    /// The newest generation written.
     var generation: UInt64
     /// Write the next checkpoint as a whole new file (a slot was damaged), not in place.
     var replaceCheckpointFile = false
     var checkpointFile: LogFile?
+    /// The newest generation known to be durable. Every write goes to the other slot, so the
+    /// durable one is never overwritten before a newer one is durable (see
+    /// `Configuration.checkpointSyncInterval`).
+    var durableGeneration: UInt64 = 0
+    /// When the checkpoint was last made durable (`monotonicNanoseconds()`).
+    var lastSync: UInt64 = 0
+    /// A sync of a lazily written checkpoint is scheduled on the timer.
+    var syncScheduled = false
 }
 
 /// The reader's side: the open segments and a read-ahead cache. Behind `BeaconLog.readerIO`.

@@ -10,13 +10,30 @@ extension BeaconLog {
         }
     }
 
-    /// Writes `position` into the next checkpoint slot and makes it durable, then publishes it.
+    /// Writes `position` into the next checkpoint slot, then publishes it. Makes it durable
+    /// (`fdatasync`) unless `lazily` and the last sync is younger than
+    /// ``Configuration/checkpointSyncInterval``: then a sync is scheduled for when it is due.
     /// `dropping` marks a move past records the quota deletes: they count as dropped, not acknowledged.
-    func writeCheckpoint(_ position: LogPosition, dropping: Bool = false, io: inout CheckpointIO) throws {
+    ///
+    /// The slot written is never the one holding the newest durable generation (a generation is
+    /// skipped when needed, so that generation G stays in slot G % 2): a power loss leaves that
+    /// slot whole whatever happened to the other.
+    func writeCheckpoint(_ position: LogPosition, dropping: Bool = false, lazily: Bool = false, io: inout CheckpointIO) throws {
         let path = directory.file(Checkpoint.fileName)
         if io.checkpointFile == nil {
             if !io.replaceCheckpointFile, try fs.fileSize(path) == UInt64(Checkpoint.fileSize) {
-                io.checkpointFile = try fs.open(path, .readWrite)
+                let file = try fs.open(path, .readWrite)
+                // An earlier process's last checkpoint may be in the page cache only (written
+                // lazily before it was killed): durable before the other slot is written.
+                do {
+                    try fs.syncData(file)
+                } catch {
+                    fs.close(file)
+                    throw error
+                }
+                io.checkpointFile = file
+                io.durableGeneration = io.generation
+                io.lastSync = monotonicNanoseconds()
             } else {
                 // First checkpoint (or a damaged file): create it whole with tmp + fsync + rename + directory fsync.
                 var bytes = Checkpoint(generation: io.generation + 1, position: position).encodedSlot()
@@ -25,17 +42,60 @@ extension BeaconLog {
                 try fs.replaceFile(path, with: bytes)
                 io.checkpointFile = try fs.open(path, .readWrite)
                 io.generation += 1
+                io.durableGeneration = io.generation
+                io.lastSync = monotonicNanoseconds()
                 io.replaceCheckpointFile = false
                 publish(position, dropping: dropping)
                 return
             }
         }
-        let generation = io.generation + 1
+        var generation = io.generation + 1
+        if generation % 2 == io.durableGeneration % 2 { generation += 1 }
         let slot = Checkpoint(generation: generation, position: position).encodedSlot()
         try slot.withUnsafeBytes { try fs.write(io.checkpointFile!, $0, at: UInt64(Int(generation % 2) * Checkpoint.slotSize)) }
-        try fs.syncData(io.checkpointFile!)
         io.generation = generation
+        let due = config.checkpointSyncInterval.map { io.lastSync &+ UInt64(max(0, $0.nanoseconds)) }
+        if lazily, let due, monotonicNanoseconds() < due {
+            publish(position, dropping: dropping)
+            scheduleCheckpointSync(at: due, io: &io)
+            return
+        }
+        try makeCheckpointDurable(io: &io)
         publish(position, dropping: dropping)
+    }
+
+    /// Fsyncs the checkpoint file if its newest generation is not durable yet.
+    func makeCheckpointDurable(io: inout CheckpointIO) throws {
+        guard io.generation != io.durableGeneration, let file = io.checkpointFile else { return }
+        try fs.syncData(file)
+        io.durableGeneration = io.generation
+        io.lastSync = monotonicNanoseconds()
+    }
+
+    /// Makes a lazily written checkpoint durable at `deadline`, on the flush lane (the timer's
+    /// thread does not wait for a disk).
+    private func scheduleCheckpointSync(at deadline: UInt64, io: inout CheckpointIO) {
+        guard !io.syncScheduled else { return }
+        io.syncScheduled = true
+        TimerThread.shared.add(atNanoseconds: deadline) { [self] in flushLane.async { [self] in syncCheckpointWhenDue() } }
+    }
+
+    /// The scheduled sync of a lazily written checkpoint. A failed fdatasync is not retried on the
+    /// same file (Linux may have marked the page clean): the next checkpoint replaces the whole
+    /// file (tmp, fsync, rename), durably; until then a power loss may deliver those batches again.
+    func syncCheckpointWhenDue() {
+        let closed = state.withLock { $0.closed }
+        checkpointIO.withLock { io in
+            io.syncScheduled = false
+            guard !closed else { return }
+            do {
+                try makeCheckpointDurable(io: &io)
+            } catch {
+                if let file = io.checkpointFile { fs.close(file) }
+                io.checkpointFile = nil
+                io.replaceCheckpointFile = true
+            }
+        }
     }
 
     func publish(_ position: LogPosition, dropping: Bool) {

@@ -7,7 +7,9 @@ extension BeaconLog {
     /// Makes the acknowledged records durable first if they are not yet, so the checkpoint never
     /// points past synced data. Acknowledging a position at or before the checkpoint does nothing.
     /// The checkpoint is written in place (`pwrite`) into the slot of its generation and made
-    /// durable with `fdatasync`; segments are deleted only after that.
+    /// durable with `fdatasync`, at once or, in the writer's process, within
+    /// ``Configuration/checkpointSyncInterval`` (a process crash loses no acknowledgement either
+    /// way: the page cache keeps it); segments are deleted only after that.
     public func acknowledge(through position: LogPosition) throws {
         guard canAcknowledge else {
             throw BeaconLogError(.invalidArgument, "this log was opened without the reader lock (access \(config.access)); open it with .readWrite or .read to acknowledge", path: directory.path)
@@ -53,7 +55,7 @@ extension BeaconLog {
             }
             guard behind else { return }
             if canWrite {
-                try writeCheckpoint(normalized(position), io: &cio)
+                try writeCheckpoint(normalized(position), lazily: true, io: &cio)
             } else {
                 try excludingDrops { mark in
                     countDeliveredAfterDrop(from: current.seq, through: position.seq, dropMark: mark)
@@ -69,6 +71,8 @@ extension BeaconLog {
             // milliseconds (3 ms for 8 MiB under strace), which the uploader's next read waited
             // for. Still under the checkpoint writer's lock, after the checkpoint is durable.
             guard !acknowledgedSegments().isEmpty else { return }
+            // Deleted only once the checkpoint that passed them is durable.
+            try makeCheckpointDurable(io: &cio)
             try remove(segments: readerIO.withLock { io in forgetAcknowledgedSegments(io: &io) })
         }
     }

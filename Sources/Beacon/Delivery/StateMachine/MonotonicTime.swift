@@ -5,9 +5,14 @@ struct MonotonicTime: Sendable {
     let now: @Sendable () -> Duration
     /// Sleeps until `now()` reaches the given value; throws `CancellationError` when cancelled.
     let sleepUntil: @Sendable (Duration) async throws -> Void
+    /// The clock is the system's (`ContinuousClock` or `SuspendingClock`), so a wait until one of
+    /// its times can be a ``TimerThread`` deadline instead of a sleeping task (see
+    /// ``Wakeup/wait(until:time:)``); a test's clock is slept on through ``sleepUntil``.
+    let isSystemClock: Bool
 
     init(_ clock: any Clock<Duration>) {
         (now, sleepUntil) = Self.functions(of: clock)
+        isSystemClock = clock is ContinuousClock || clock is SuspendingClock
     }
 
     private static func functions<C: Clock<Duration>>(of clock: C) -> (@Sendable () -> Duration, @Sendable (Duration) async throws -> Void) {

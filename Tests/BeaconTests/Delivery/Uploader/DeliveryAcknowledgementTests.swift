@@ -144,7 +144,8 @@ struct DeliveryAcknowledgementTests {
         let dir = DeliveryTempDir()
         defer { dir.remove() }
         let fs = FaultyFileSystem()
-        let log = try faultyLog(dir, fs, events: 0..<160)
+        // Each acknowledgement durable at once, so that its fdatasync fails inside the flush.
+        let log = try faultyLog(dir, fs, events: 0..<160, checkpointSyncInterval: nil)
         // The second checkpoint write fails (the first one makes the file).
         fs.inject(.syncData, errno: code, path: "checkpoint", onCall: 2)
         let transport = InMemoryTransport()
@@ -314,9 +315,10 @@ func simulateReboot(_ directory: String) throws {
 }
 
 /// A log in `dir` on `fs` holding events `range`, durable.
-private func faultyLog(_ dir: DeliveryTempDir, _ fs: FaultyFileSystem, events range: Range<Int>) throws -> BeaconLog {
+private func faultyLog(_ dir: DeliveryTempDir, _ fs: FaultyFileSystem, events range: Range<Int>, checkpointSyncInterval: Duration? = .seconds(1)) throws -> BeaconLog {
     var config = BeaconLog.Configuration(directory: dir.path)
     config.fileSystem = fs
+    config.checkpointSyncInterval = checkpointSyncInterval
     let log = try BeaconLog(configuration: config)
     for i in range { try log.append(deliveryEvent(i)) }
     try log.sync()

@@ -1,0 +1,120 @@
+import Synchronization
+import Testing
+@testable import Beacon
+import BeaconTesting
+
+/// ``Wakeup``: the delivery loop's wait between passes. With the system's clock its deadline is an
+/// entry on Beacon's timer thread, not a sleeping task: each way a wait can end (signal, deadline,
+/// cancellation, a signal kept from before) ends it once, and a deadline never outlives its wait.
+@Suite("Wakeup: waits with a deadline on the timer thread", .timeLimit(.minutes(1)))
+struct WakeupTests {
+    let time = MonotonicTime(ContinuousClock())
+
+    /// Polls `condition` every millisecond, for at most 30 s (a loaded machine is slow, not wrong).
+    func eventually(_ condition: () -> Bool) async {
+        for _ in 0..<30_000 where !condition() { try? await Task.sleep(for: .milliseconds(1)) }
+    }
+
+    @Test("the system's clock waits on the timer thread, a test clock on a sleeping task")
+    func whichWay() {
+        #expect(MonotonicTime(ContinuousClock()).isSystemClock)
+        #expect(MonotonicTime(SuspendingClock()).isSystemClock)
+        #expect(!MonotonicTime(ManualClock()).isSystemClock)
+    }
+
+    @Test("the deadline ends the wait, not before it, and leaves no entry")
+    func deadlineEnds() async {
+        let wakeup = Wakeup()
+        let start = time.now()
+        await wakeup.wait(until: start + .milliseconds(50), time: time)
+        #expect(time.now() - start >= .milliseconds(50))
+        #expect(!wakeup.hasDeadline)
+        #expect(!wakeup.isSignalled)
+    }
+
+    @Test("a deadline already passed returns at once")
+    func deadlinePassed() async {
+        let wakeup = Wakeup()
+        await wakeup.wait(until: time.now() - .seconds(1), time: time)
+        #expect(!wakeup.hasDeadline)
+    }
+
+    @Test("a signal ends the wait before its deadline and removes the deadline")
+    func signalEnds() async {
+        let wakeup = Wakeup()
+        let done = Atomic(false)
+        let waiting = Task {
+            await wakeup.wait(until: time.now() + .seconds(60), time: time)
+            done.store(true, ordering: .sequentiallyConsistent)
+        }
+        await eventually { wakeup.hasDeadline }
+        #expect(wakeup.hasDeadline)
+        wakeup.signal()
+        await waiting.value
+        let ended = done.load(ordering: .sequentiallyConsistent)
+        #expect(ended)
+        #expect(!wakeup.hasDeadline)
+        #expect(!wakeup.isSignalled, "the signal was taken by the wait, not kept")
+    }
+
+    @Test("a signal given before the wait is kept and ends it at once")
+    func signalKept() async {
+        let wakeup = Wakeup()
+        wakeup.signal()
+        #expect(wakeup.isSignalled)
+        await wakeup.wait(until: time.now() + .seconds(60), time: time)
+        #expect(!wakeup.isSignalled)
+        #expect(!wakeup.hasDeadline)
+    }
+
+    @Test("cancelling the waiting task ends the wait")
+    func cancelEnds() async {
+        let wakeup = Wakeup()
+        let waiting = Task { await wakeup.wait(until: time.now() + .seconds(60), time: time) }
+        await eventually { wakeup.hasDeadline }
+        waiting.cancel()
+        await waiting.value
+        #expect(!wakeup.hasDeadline)
+    }
+
+    /// The first wait's deadline passes while a second wait runs: it must not end the second.
+    @Test("an earlier wait's deadline does not end a later wait")
+    func staleDeadline() async {
+        let wakeup = Wakeup()
+        let first = Task { await wakeup.wait(until: time.now() + .milliseconds(100), time: time) }
+        await eventually { wakeup.hasDeadline }
+        wakeup.signal()
+        await first.value
+        let ended = Atomic(false)
+        let second = Task {
+            await wakeup.wait(until: time.now() + .seconds(60), time: time)
+            ended.store(true, ordering: .sequentiallyConsistent)
+        }
+        await eventually { wakeup.hasDeadline }
+        try? await Task.sleep(for: .milliseconds(300))
+        let endedEarly = ended.load(ordering: .sequentiallyConsistent)
+        #expect(!endedEarly, "the first wait's deadline ended the second")
+        wakeup.signal()
+        await second.value
+        let endedAtLast = ended.load(ordering: .sequentiallyConsistent)
+        #expect(endedAtLast)
+    }
+
+    /// Many waits ended every way in turn leave no entry behind on the timer.
+    @Test("waits ended by signals and deadlines in turn leave no deadline behind")
+    func manyWaits() async {
+        let wakeup = Wakeup()
+        for k in 0..<200 {
+            if k % 2 == 0 {
+                await wakeup.wait(until: time.now() + .microseconds(200), time: time)
+            } else {
+                let waiting = Task { await wakeup.wait(until: time.now() + .seconds(60), time: time) }
+                if k % 4 == 1 { await eventually { wakeup.hasDeadline } }
+                wakeup.signal()
+                await waiting.value
+            }
+            #expect(!wakeup.hasDeadline, "wait \(k)")
+        }
+        #expect(!wakeup.isSignalled)
+    }
+}
