@@ -2,6 +2,7 @@ import Beacon
 import BeaconLog
 import Foundation
 import Glibc
+import Synchronization
 
 /// `beacon-test-child burst DIR`: whether a burst committed at once moves glibc's mmap threshold,
 /// in a process where nothing else did. Prints `baseline mapped|heap` (a 256 KiB `malloc` block:
@@ -67,12 +68,15 @@ func runBurstChild(_ arguments: [String]) -> Never {
     exit(0)
 }
 
+/// The addresses of the blocks ``mapped(_:keep:)`` kept: still reachable, no leak for LeakSanitizer.
+private let keptBlocks = Mutex<[UInt]>([])
+
 /// Whether a `malloc` block of `size` is mapped: glibc marks a mapped chunk with the `IS_MMAPPED`
 /// bit (2) of the size word just before the block. `keep`: the block is never freed, so that
 /// checking leaves the threshold as it was.
 private func mapped(_ size: Int, keep: Bool = false) -> String {
     guard let block = malloc(size) else { return "none" }
-    defer { if !keep { free(block) } }
+    defer { if keep { let address = UInt(bitPattern: block); keptBlocks.withLock { $0.append(address) } } else { free(block) } }
     let sizeWord = UnsafeRawPointer(block).load(fromByteOffset: -MemoryLayout<UInt>.size, as: UInt.self)
     return sizeWord & 2 != 0 ? "mapped" : "heap"
 }
