@@ -88,10 +88,10 @@ import BeaconTestTraits
     }
 
     /// A read's per-record arrays grow by doubling but never past `maxRecords` (with room for
-    /// `malloc`'s rounding): the uploader asks for at most 4,000 records so that its 32-byte slices
-    /// stay under glibc's mmap threshold (128 KiB), and an array doubled to 4,096 was 32 bytes over
-    /// it: mapped, and its `free` raised the threshold. Fails on the code before (capacities of 4,096
-    /// for 2,049 to 4,000 records).
+    /// `malloc`'s rounding): a read of at most 4,000 records keeps its 32-byte slices under glibc's
+    /// mmap threshold (128 KiB), where an array doubled to 4,096 was 32 bytes over it: mapped, and
+    /// its `free` raised the threshold. Fails on the code before (capacities of 4,096 for 2,049 to
+    /// 4,000 records).
     @Test("a read's arrays hold no more than maxRecords", arguments: [1, 50, 64, 65, 1000, 2049, 4000])
     func readArraysStopAtMaxRecords(maxRecords: Int) throws {
         try withTemporaryDirectory { dir in

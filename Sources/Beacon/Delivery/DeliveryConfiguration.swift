@@ -14,8 +14,7 @@ public struct DeliveryConfiguration: Sendable {
     public var batchSize: Int = 50
     /// The most events per request while more than one batch is pending (a backlog after an
     /// outage or a burst), still capped by `maxBatchBytes`; nil (the default) sends as many as
-    /// `maxBatchBytes` holds, at most 4,000 (more would hold per-event arrays of 128 KiB and up,
-    /// whose `free` raises glibc's mmap threshold for the whole process). Small batches keep latency low in steady state; big ones drain a
+    /// `maxBatchBytes` holds. Small batches keep latency low in steady state; big ones drain a
     /// backlog at the collector's bulk rate (one round trip per megabyte, not per 50 events).
     /// Set it to `batchSize` to always send `batchSize` events, or lower `maxBatchBytes` for a
     /// collector that refuses big bodies (a 413 splits a request in any case).
@@ -87,18 +86,12 @@ public struct DeliveryConfiguration: Sendable {
     }
 
     /// The events to read for the next request when `pending` events wait: while more than
-    /// `batchSize` are pending, `catchUpBatchSize` or, by default, ``catchUpRecordLimit`` (the
-    /// read stops at `maxBatchBytes` too); else `batchSize`.
+    /// `batchSize` are pending, `catchUpBatchSize` or, by default, no count (the read stops at
+    /// `maxBatchBytes`); else `batchSize`.
     func eventsPerRequest(pending: UInt64) -> Int {
         guard pending > UInt64(batchSize) else { return batchSize }
-        return max(catchUpBatchSize ?? Self.catchUpRecordLimit, 1)
+        return max(catchUpBatchSize ?? Int.max, 1)
     }
-
-    /// The most events a catch-up request carries when `catchUpBatchSize` is nil. A read keeps a
-    /// 32-byte slice per event, and an array of 4,096 or more (128 KiB) is a block `malloc` maps,
-    /// whose `free` raises glibc's mmap threshold for the whole process (see `RequestBody`): 4,000
-    /// slices are 125 KiB. Events of 262 bytes and up reach `maxBatchBytes` (1 MiB) first anyway.
-    static let catchUpRecordLimit = 4000
 
     /// `flushInterval` as it is used: at least 5 s, or nil.
     public var effectiveFlushInterval: Duration? {

@@ -39,9 +39,9 @@ extension BeaconLog {
             var ends: [LogPosition] = []
             var crcs: [UInt32] = []
             /// Room for one more record: the arrays grow by doubling, but never past `maxRecords`.
-            /// A caller that keeps its arrays under glibc's mmap threshold by `maxRecords` (the
-            /// uploader: 4,000 slices of 32 bytes, under 128 KiB) gets no array above it: `free` of
-            /// a block `malloc` had mapped raises the threshold for the whole process.
+            /// A caller that keeps its arrays under glibc's mmap threshold by `maxRecords` (up to
+            /// 4,000 slices of 32 bytes: under 128 KiB) gets no array above it: `free` of a block
+            /// `malloc` had mapped raises the threshold for the whole process.
             @inline(__always) func makeRoom() {
                 guard records.count == records.capacity else { return }
                 let capacity = min(maxRecords, max(64, records.capacity * 2))
