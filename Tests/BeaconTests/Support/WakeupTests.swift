@@ -81,17 +81,22 @@ struct WakeupTests {
     @Test("an earlier wait's deadline does not end a later wait")
     func staleDeadline() async {
         let wakeup = Wakeup()
-        let first = Task { await wakeup.wait(until: time.now() + .milliseconds(100), time: time) }
+        let firstDeadline = time.now() + .seconds(1)
+        let first = Task { await wakeup.wait(until: firstDeadline, time: time) }
         await eventually { wakeup.hasDeadline }
         wakeup.signal()
         await first.value
+        // On a loaded machine the first wait may have ended at its deadline before the signal,
+        // which is then kept: take it, so that the second wait starts clean.
+        if wakeup.isSignalled { await wakeup.wait() }
         let ended = Atomic(false)
         let second = Task {
             await wakeup.wait(until: time.now() + .seconds(60), time: time)
             ended.store(true, ordering: .sequentiallyConsistent)
         }
         await eventually { wakeup.hasDeadline }
-        try? await Task.sleep(for: .milliseconds(300))
+        // Past the first wait's deadline, whose entry (if it outlived its wait) would end this one.
+        while time.now() < firstDeadline + .milliseconds(200) { try? await Task.sleep(for: .milliseconds(50)) }
         let endedEarly = ended.load(ordering: .sequentiallyConsistent)
         #expect(!endedEarly, "the first wait's deadline ended the second")
         wakeup.signal()
