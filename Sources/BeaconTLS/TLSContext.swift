@@ -19,7 +19,16 @@ package final class TLSContext: @unchecked Sendable {
         var pointer: OpaquePointer
     }
 
+    /// OpenSSL set up without its exit handler (`OPENSSL_INIT_NO_ATEXIT`), once, before the first
+    /// context: with it, `exit()` frees OpenSSL's per-thread state while Beacon's threads may still
+    /// be ending, whose own thread-exit destructors then free it again (AddressSanitizer caught
+    /// this double free in `beacon send` over TLS, in libcrypto, as the process exited). Without
+    /// it each thread's state is freed by its own exit, and the process's by the kernel. A host
+    /// that initialised OpenSSL first keeps its own choice.
+    private static let openSSLInitialized: Bool = OPENSSL_init_crypto(UInt64(OPENSSL_INIT_NO_ATEXIT), nil) == 1
+
     package init(_ configuration: TLSConfiguration) throws(TLSFailure) {
+        _ = Self.openSSLInitialized
         ERR_clear_error()
         guard let context = SSL_CTX_new(TLS_client_method()) else {
             throw TLSFailure(message: "cannot set up TLS: \(Self.lastError() ?? "out of memory")", isConfiguration: true)
