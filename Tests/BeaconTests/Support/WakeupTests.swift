@@ -6,7 +6,9 @@ import BeaconTesting
 /// ``Wakeup``: the delivery loop's wait between passes. With the system's clock its deadline is an
 /// entry on Beacon's timer thread, not a sleeping task: each way a wait can end (signal, deadline,
 /// cancellation, a signal kept from before) ends it once, and a deadline never outlives its wait.
-@Suite("Wakeup: waits with a deadline on the timer thread", .timeLimit(.minutes(1)))
+// Three minutes: each wait is short, but a test polls up to 30 s twice for its tasks to run, and
+// the AddressSanitizer suite on a loaded 2-core machine once took 80 s for one of them.
+@Suite("Wakeup: waits with a deadline on the timer thread", .timeLimit(.minutes(3)))
 struct WakeupTests {
     let time = MonotonicTime(ContinuousClock())
 
