@@ -60,7 +60,7 @@ public enum PayloadFormat: String, Sendable, CaseIterable {
         }
         var size = prefix.count + suffix.count + max(0, records.count - 1)
         for record in records { size += record.count }
-        func write(_ base: UnsafeMutableRawPointer) {
+        return .written(capacity: size) { base in
             var at = 0
             func put(_ bytes: [UInt8]) {
                 bytes.withUnsafeBytes { if $0.count > 0 { (base + at).copyMemory(from: $0.baseAddress!, byteCount: $0.count) } }
@@ -81,18 +81,8 @@ public enum PayloadFormat: String, Sendable, CaseIterable {
             }
             put(suffix)
             precondition(at == size, "Invalid state: a body of \(size) bytes got \(at)")
+            return at
         }
-        guard size > 0 else { return .bytes([]) }
-        if size >= FrameBuffer.mappedMinimum {
-            let buffer = FrameBuffer(capacity: size)
-            write(buffer.tail(reserving: size))
-            buffer.count = size
-            return .mapped(buffer)
-        }
-        return .bytes([UInt8](unsafeUninitializedCapacity: size) { buffer, initialized in
-            write(UnsafeMutableRawPointer(buffer.baseAddress!))
-            initialized = size
-        })
     }
 
     private func appendJoined<C: Collection<UInt8>>(_ records: some Collection<C>, into body: inout [UInt8]) {

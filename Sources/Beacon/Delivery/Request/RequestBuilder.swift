@@ -58,16 +58,26 @@ struct RequestBuilder: Sendable {
         guard configuration.gzip else { return body }
         return body.withUnsafeBytes { input in
             let bound = Gzip.bound(input.count)
-            guard bound >= FrameBuffer.mappedMinimum else {
-                var output = [UInt8](repeating: 0, count: bound)
-                let produced = output.withUnsafeMutableBytes { Gzip.compress(input, into: $0) }
-                output.removeSubrange(produced...)
-                return .bytes(output)
-            }
-            let buffer = FrameBuffer(capacity: bound)
-            buffer.count = Gzip.compress(UnsafeRawBufferPointer(input), into: UnsafeMutableRawBufferPointer(start: buffer.tail(reserving: bound), count: bound))
+            return .written(capacity: bound) { Gzip.compress(input, into: UnsafeMutableRawBufferPointer(start: $0, count: bound)) }
+        }
+    }
+}
+
+extension RequestBody {
+    /// A body of at most `capacity` bytes that `write` puts at the pointer it gets (returning how
+    /// many it wrote): in an array, or, from glibc's mmap threshold up, in memory a `FrameBuffer`
+    /// maps itself (see ``RequestBody`` for why a large body is never an array). Every body the
+    /// uploader builds (the format's, gzip's) is made here.
+    static func written(capacity: Int, _ write: (UnsafeMutableRawPointer) -> Int) -> RequestBody {
+        guard capacity > 0 else { return .bytes([]) }
+        if capacity >= FrameBuffer.mappedMinimum {
+            let buffer = FrameBuffer(capacity: capacity)
+            buffer.count = write(buffer.tail(reserving: capacity))
             return .mapped(buffer)
         }
+        return .bytes([UInt8](unsafeUninitializedCapacity: capacity) { buffer, initialized in
+            initialized = write(UnsafeMutableRawPointer(buffer.baseAddress!))
+        })
     }
 }
 
