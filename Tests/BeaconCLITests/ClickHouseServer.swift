@@ -185,6 +185,10 @@ final class ClickHouseServer: @unchecked Sendable {
             request.httpBody = body
         }
         for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+        // A new connection for every request: a kept-alive one may lead to a server the tests
+        // killed and restarted since, and a POST written into it fails with "Broken pipe" (CI saw
+        // that on the CREATE TABLE after the SIGKILL test).
+        request.setValue("close", forHTTPHeaderField: "Connection")
         return try Self.send(request)
     }
 

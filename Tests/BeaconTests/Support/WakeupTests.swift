@@ -12,9 +12,11 @@ import BeaconTesting
 struct WakeupTests {
     let time = MonotonicTime(ContinuousClock())
 
-    /// Polls `condition` every millisecond, for at most 30 s (a loaded machine is slow, not wrong).
+    /// Polls `condition` every millisecond, for at most 30 s by the clock (a loaded machine is
+    /// slow, not wrong; a count of 1 ms sleeps took 76 s once on CI's loaded machine).
     func eventually(_ condition: () -> Bool) async {
-        for _ in 0..<30_000 where !condition() { try? await Task.sleep(for: .milliseconds(1)) }
+        let end = ContinuousClock.now + .seconds(30)
+        while !condition(), ContinuousClock.now < end { try? await Task.sleep(for: .milliseconds(1)) }
     }
 
     @Test("the system's clock waits on the timer thread, a test clock on a sleeping task")
@@ -84,8 +86,13 @@ struct WakeupTests {
     func staleDeadline() async {
         let wakeup = Wakeup()
         let firstDeadline = time.now() + .seconds(1)
-        let first = Task { await wakeup.wait(until: firstDeadline, time: time) }
-        await eventually { wakeup.hasDeadline }
+        let firstEnded = Atomic(false)
+        let first = Task {
+            await wakeup.wait(until: firstDeadline, time: time)
+            firstEnded.store(true, ordering: .sequentiallyConsistent)
+        }
+        // A task that starts after its deadline (a loaded machine) returns without one.
+        await eventually { wakeup.hasDeadline || firstEnded.load(ordering: .sequentiallyConsistent) }
         wakeup.signal()
         await first.value
         // On a loaded machine the first wait may have ended at its deadline before the signal,
