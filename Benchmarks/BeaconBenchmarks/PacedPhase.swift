@@ -40,17 +40,23 @@ enum PacedPhase: BenchPhase {
             // each a write and an fsync of a zero-filled file, with nothing else.
             let floor = try CommitFloor.measure(commitsPerSecond: with.writerCommitsPerSecond, bytesPerCommit: with.bytesPerCommit,
                                                 seconds: min(seconds, 5), directory: try context.scratch("paced-floor-\(rate)"))
-            figures += report(rate: rate, with: with, without: without, floor: floor)
-            FileHandle.standardError.write(Data("paced \(rate) ev/s: \(format(with.cpuMicrosecondsPerEvent - without.cpuMicrosecondsPerEvent, 2)) µs of CPU added per event, Beacon's own \(format((with.ownCPUSeconds - without.trackCPUSeconds) / Double(max(with.events, 1)) * 1e6, 2)) (track \(format((with.trackCPUSeconds - without.trackCPUSeconds) / Double(max(with.events, 1)) * 1e6, 2)), less \(format(without.trackCPUSeconds / Double(max(without.events, 1)) * 1e6, 2)) for the clock reads) (the commits alone, at the writer's pace, cost \(format(floor.cpuMicrosecondsPerCommit * with.writerCommitsPerSecond / Double(rate), 2)) µs per event), writer \(format(with.writerCommitsPerSecond, 0)) commits/s, woken \(format(with.writerWaitsEndedPerSecond, 0)) times/s from its wait and \(format(with.writerDiskWaitsPerSecond, 0)) times/s inside write and fsync (alone: \(format(floor.switchesPerCommit * with.writerCommitsPerSecond, 0))); threads: \(with.threadSummary)\n".utf8))
+            // And the requests the uploader made, at its pace and size, on a bare keep-alive loop.
+            let deliveryFloor = try DeliveryFloor.measure(requestsPerSecond: with.requestsPerSecond, eventsPerRequest: with.eventsPerRequest,
+                                                          bytesPerRequest: with.bytesPerRequest, seconds: min(seconds, 5), port: collector.port)
+            figures += report(rate: rate, with: with, without: without, floor: floor, deliveryFloor: deliveryFloor)
+            FileHandle.standardError.write(Data("paced \(rate) ev/s: \(format(with.cpuMicrosecondsPerEvent - without.cpuMicrosecondsPerEvent, 2)) µs of CPU added per event, Beacon's own \(format((with.ownCPUSeconds - without.trackCPUSeconds) / Double(max(with.events, 1)) * 1e6, 2)) (track \(format((with.trackCPUSeconds - without.trackCPUSeconds) / Double(max(with.events, 1)) * 1e6, 2)), less \(format(without.trackCPUSeconds / Double(max(without.events, 1)) * 1e6, 2)) for the clock reads) (the commits alone, at the writer's pace, cost \(format(floor.cpuMicrosecondsPerCommit * with.writerCommitsPerSecond / Double(rate), 2)) µs per event), writer \(format(with.writerCommitsPerSecond, 0)) commits/s, woken \(format(with.writerWaitsEndedPerSecond, 0)) times/s from its wait and \(format(with.writerDiskWaitsPerSecond, 0)) times/s inside write and fsync (alone: \(format(floor.switchesPerCommit * with.writerCommitsPerSecond, 0))); \(format(with.requestsPerSecond, 0)) requests/s of \(with.eventsPerRequest) events, the uploader \(format(with.uploaderCPUSeconds / Double(max(with.requests, 1)) * 1e6, 0)) µs per request, a bare keep-alive loop \(format(deliveryFloor.cpuMicrosecondsPerRequest, 0)) µs (\(format(deliveryFloor.cpuMicrosecondsPerRequest * with.requestsPerSecond / Double(rate), 2)) µs per event); threads: \(with.threadSummary)\n".utf8))
         }
         return figures
     }
 
-    static func report(rate: Int, with: Run, without: Run, floor: CommitFloor) -> [Figure] {
+    static func report(rate: Int, with: Run, without: Run, floor: CommitFloor, deliveryFloor: DeliveryFloor) -> [Figure] {
         let mode = "\(rate)"
         let n = [("n", String(with.events))]
         let writerCPU = with.threadCPU["beacon-writer"] ?? 0
         let writerPerCommit = writerCPU / Double(max(with.writerCommits, 1)) * 1e6
+        let uploaderPerRequest = with.uploaderCPUSeconds / Double(max(with.requests, 1)) * 1e6
+        let commitFloorPerEvent = floor.cpuMicrosecondsPerCommit * with.writerCommitsPerSecond / Double(rate)
+        let deliveryFloorPerEvent = deliveryFloor.cpuMicrosecondsPerRequest * with.requestsPerSecond / Double(rate)
         return [
             .value("beacon", name, "cpu_us_per_event_\(mode)", with.cpuMicrosecondsPerEvent, fields: n + [("threads", with.threadSummary)]),
             .value("without", name, "cpu_us_per_event_\(mode)", without.cpuMicrosecondsPerEvent, fields: [("n", String(without.events)), ("threads", without.threadSummary)]),
@@ -71,7 +77,17 @@ enum PacedPhase: BenchPhase {
             .value("floor", name, "cpu_us_per_commit_\(mode)", floor.cpuMicrosecondsPerCommit, fields: [("bytes", String(with.bytesPerCommit))]),
             .value("floor", name, "switches_per_commit_\(mode)", floor.switchesPerCommit),
             .value("beacon", name, "writer_cpu_us_per_commit_\(mode)", writerPerCommit, fields: [("ratio_to_floor", format(writerPerCommit / max(floor.cpuMicrosecondsPerCommit, 0.001), 2))]),
-            .value("floor", name, "cpu_us_per_event_\(mode)", floor.cpuMicrosecondsPerCommit * with.writerCommitsPerSecond / Double(rate), fields: n),
+            .value("floor", name, "cpu_us_per_event_\(mode)", commitFloorPerEvent, fields: n),
+            // The uploader's requests against a bare keep-alive loop making the same requests at
+            // the same pace to the same collector (DeliveryFloor): the uploader's thread and the
+            // concurrency pool's (its loop's tasks) per request.
+            .value("beacon", name, "requests_per_s_\(mode)", with.requestsPerSecond, fields: [("events_per_request", String(with.eventsPerRequest)), ("bytes_per_request", String(with.bytesPerRequest))]),
+            .value("floor", name, "cpu_us_per_request_\(mode)", deliveryFloor.cpuMicrosecondsPerRequest, fields: [("switches", format(deliveryFloor.switchesPerRequest, 2))]),
+            .value("beacon", name, "uploader_cpu_us_per_request_\(mode)", uploaderPerRequest, fields: [("ratio_to_floor", format(uploaderPerRequest / max(deliveryFloor.cpuMicrosecondsPerRequest, 0.001), 2))]),
+            .value("floor", name, "delivery_cpu_us_per_event_\(mode)", deliveryFloorPerEvent, fields: n),
+            // Both floors together: what durable commits and deliveries at this pace cost here
+            // before any code of Beacon's (the `track` calls' own work excluded).
+            .value("floor", name, "commit_and_delivery_cpu_us_per_event_\(mode)", commitFloorPerEvent + deliveryFloorPerEvent, fields: n),
             .value("beacon", name, "switches_per_event_\(mode)", with.switchesPerEvent, fields: n),
             .value("without", name, "switches_per_event_\(mode)", without.switchesPerEvent),
             .value("beacon", name, "switches_added_per_event_\(mode)", with.switchesPerEvent - without.switchesPerEvent, fields: n),
@@ -113,6 +129,17 @@ enum PacedPhase: BenchPhase {
         var ownCPUSeconds: Double {
             trackCPUSeconds + threadCPU.filter { $0.key.hasPrefix("beacon-") && $0.key != "beacon-bench" || $0.key.hasSuffix("-qos") || $0.key.hasSuffix("overcommit") }.values.reduce(0, +)
         }
+        /// Requests the uploader made meanwhile, and their events and body bytes.
+        var requests: UInt64 = 0
+        var requestEvents: UInt64 = 0
+        var requestBytes: UInt64 = 0
+        var requestsPerSecond: Double { Double(requests) / seconds }
+        var eventsPerRequest: Int { Int(requestEvents / max(requests, 1)) }
+        var bytesPerRequest: Int { Int(requestBytes / max(requests, 1)) }
+        /// The uploader's thread and the concurrency pool's, where its delivery loop runs.
+        var uploaderCPUSeconds: Double {
+            threadCPU.filter { $0.key == "beacon-uploader" || $0.key.hasSuffix("-qos") || $0.key.hasSuffix("overcommit") }.values.reduce(0, +)
+        }
         /// Bytes the log appended (frames included).
         var appendedBytes: UInt64 = 0
         /// What a commit wrote, on average.
@@ -141,6 +168,7 @@ enum PacedPhase: BenchPhase {
         let commitsBefore = beacon?.writerCommits ?? 0
         let waitsBefore = beacon?.writerWaitsEnded ?? 0
         let bytesBefore = beacon?.appendedBytes ?? 0
+        let deliveryBefore = beacon?.deliveryStats
         let start = now()
         let group = DispatchGroup()
         // The CPU the track calls themselves take on the producers (thread CPU clock around each).
@@ -182,6 +210,11 @@ enum PacedPhase: BenchPhase {
         result.writerWaitsEnded = (beacon?.writerWaitsEnded ?? 0) - waitsBefore
         result.trackCPUSeconds = Double(trackNanoseconds.load(ordering: .relaxed)) / 1e9
         result.appendedBytes = (beacon?.appendedBytes ?? 0) - bytesBefore
+        if let before = deliveryBefore, let after = beacon?.deliveryStats {
+            result.requests = after.sentRequests - before.sentRequests
+            result.requestEvents = after.sentEvents - before.sentEvents
+            result.requestBytes = after.sentBytes - before.sentBytes
+        }
         for _ in 0..<producers { sampled.signal() }
         result.events = perThread * producers
         result.cpuSeconds = usageAfter.cpuSeconds - usageBefore.cpuSeconds
