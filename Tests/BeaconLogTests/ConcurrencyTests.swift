@@ -54,8 +54,12 @@ import FaultInjection
                 }
             }
             if diskFillsUp {
-                // Give the background flush (and the reader's acknowledgements) time to meet the full disk.
+                // Give the background flush (and the reader's acknowledgements) time to meet the
+                // full disk: at least 30 ms, and until it has (a loaded machine ran no flush within
+                // a fixed 30 ms once), for at most 30 s.
                 usleep(30_000)
+                let end = ContinuousClock.now + .seconds(30)
+                while errors.load(ordering: .relaxed) == 0, log.stats.lastError?.contains("full") != true, ContinuousClock.now < end { usleep(1_000) }
                 fs.spaceLeft = nil
             }
             try log.sync()
