@@ -2,11 +2,11 @@ import Foundation
 import Glibc
 
 /// The physical limit of a paced writer on this machine, measured beside it: what its commits
-/// alone cost when nothing else runs. One thread writes `bytesPerCommit` bytes and fsyncs them,
+/// alone cost when nothing else runs. One thread writes `bytesPerCommit` bytes and syncs them (`fdatasync`, as the writer does),
 /// `commitsPerSecond` times a second (sleeping between commits, as the writer gathers), into a file
 /// whose next megabyte is zeroed ahead, as a segment's is; its CPU time and voluntary context
 /// switches per commit (`getrusage(RUSAGE_THREAD)`: the sleep's wakeup and the disk's waits inside
-/// `pwrite` and `fsync`) are what any design making that many durable commits pays here.
+/// `pwrite` and `fdatasync`) are what any design making that many durable commits pays here.
 ///
 /// On a VM, a commit after a pause costs several times one made back to back (`GAP_US` in
 /// `Benchmarks/sync-cost.sh` shows the curve): measured at the writer's own pace, the floor is
@@ -27,7 +27,7 @@ struct CommitFloor {
         }
         let period = UInt64(1e9 / commitsPerSecond)
         let count = max(1, Int(commitsPerSecond * seconds))
-        // The sleeps, writes and fsyncs run on a thread of their own, measured alone.
+        // The sleeps, writes and syncs run on a thread of their own, measured alone.
         let outcome = Outcome()
         let done = DispatchSemaphore(value: 0)
         let thread = Thread {
@@ -47,7 +47,7 @@ struct CommitFloor {
                 }
                 guard pwrite(fd, record, record.count, off_t(offset)) == record.count else { outcome.failure = "pwrite: \(String(cString: strerror(errno)))"; return }
                 offset += record.count
-                guard fsync(fd) == 0 else { outcome.failure = "fsync: \(String(cString: strerror(errno)))"; return }
+                guard fdatasync(fd) == 0 else { outcome.failure = "fdatasync: \(String(cString: strerror(errno)))"; return }
             }
             let (cpu1, switches1) = threadUsage()
             outcome.floor = CommitFloor(cpuMicrosecondsPerCommit: (cpu1 - cpu0) / Double(count) * 1e6,

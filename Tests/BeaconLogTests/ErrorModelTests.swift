@@ -23,14 +23,14 @@ struct ErrorModelTests {
         #expect(error?.errno == ENOSPC && error?.path == "/dev/full")
     }
 
-    /// `fsync` of a pipe fails with `EINVAL`: the cause is `fsync`'s own, not an `EIO` made up.
+    /// `fdatasync` of a pipe fails with `EINVAL`: the cause is `fdatasync`'s own, not an `EIO` made up.
     @Test func anFsyncKeepsItsErrno() throws {
         var fds: [Int32] = [0, 0]
         #expect(pipe(&fds) == 0)
         defer { Glibc.close(fds[0]) }
         let file = LogFile(handle: FileHandle(fileDescriptor: fds[1], closeOnDealloc: true), path: "pipe")
         let error = expectLogError(.io) { try SystemFileSystem().sync(file) }
-        #expect(error?.cause?.systemCall == "fsync" && error?.cause?.errno == EINVAL)
+        #expect(error?.cause?.systemCall == "fdatasync" && error?.cause?.errno == EINVAL)
         #expect(error?.message.contains("check the kernel log") == false, "no advice without a caller: \(error?.message ?? "")")
     }
 

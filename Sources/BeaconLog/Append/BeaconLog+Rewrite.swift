@@ -18,7 +18,7 @@ extension BeaconLog {
             for k in s.chunks.indices where s.chunks[k].segment < target { s.chunks[k].segment = target }
             s.tailSegment = target
             s.tailSize = UInt64(pending.reduce(0) { $0 + $1.bytes.count } + s.chunks.reduce(0) { $0 + $1.bytes.count })
-            s.stats.lastError = "fsync failed on \(failedPath): \(error); rewriting \(pending.reduce(0) { $0 + $1.records }) records into segment \(target)"
+            s.stats.lastError = "the sync (fdatasync) of \(failedPath) failed: \(error); rewriting \(pending.reduce(0) { $0 + $1.records }) records into segment \(target)"
             return target
         }
         do {
@@ -46,7 +46,7 @@ extension BeaconLog {
                 : "the records from seq \(firstLost) on may or may not be in the log"
             let failure = BeaconLogError(
                 .failed,
-                "fsync failed on \(failedPath) and rewriting the unsynced records elsewhere failed too (\(error)); \(fate) (everything before is durable). Beacon never retries an fsync on the same data; check the disk (dmesg), then reopen the log",
+                "the sync (fdatasync) of \(failedPath) failed, and rewriting the unsynced records elsewhere failed too (\(error)); \(fate) (everything before is durable). Beacon never retries a sync of the same data; check the disk (dmesg), then reopen the log",
                 path: failedPath, cause: (error as? BeaconLogError)?.cause)
             fail(failure)
             throw failure

@@ -56,10 +56,15 @@ package protocol FileSystem: Sendable {
     func write(_ file: LogFile, _ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws
     /// Reads up to `buffer.count` bytes at `offset` (`pread(2)`); returns the count, 0 at the end.
     func read(_ file: LogFile, into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws -> Int
-    /// Makes the file's data durable: `fsync(2)`.
+    /// Makes the file's data durable, with the metadata a read after a crash needs (its size and
+    /// where its blocks are), not its times: `fdatasync(2)`. A segment's commit makes no other
+    /// change a reader needs (its size is fixed while zeros are written ahead, and a cut or an
+    /// append changes the size, which `fdatasync` writes); on a journaled ext4 `fsync(2)` would
+    /// also commit the journal for the changed modification time at every commit.
     func sync(_ file: LogFile) throws
-    /// Makes the file's data durable without forcing unrelated metadata (`fdatasync(2)`): used for
-    /// the in-place checkpoint slot, whose size never changes. Defaults to ``sync(_:)``.
+    /// Makes the in-place checkpoint slot durable (`fdatasync(2)`, as ``sync(_:)``): a call of
+    /// its own, so that fault injection can tell the checkpoint's syncs from the segments'.
+    /// Defaults to ``sync(_:)``.
     func syncData(_ file: LogFile) throws
     /// Cuts the file to `size` bytes and moves the file offset there (`ftruncate(2)` + `lseek(2)`).
     func truncate(_ file: LogFile, to size: UInt64) throws
@@ -210,10 +215,6 @@ package struct SystemFileSystem: FileSystem {
     }
 
     package func sync(_ file: LogFile) throws {
-        _ = try retryingEINTR(path: file.path, "fsync") { fsync(file.descriptor) }
-    }
-
-    package func syncData(_ file: LogFile) throws {
         _ = try retryingEINTR(path: file.path, "fdatasync") { fdatasync(file.descriptor) }
     }
 
