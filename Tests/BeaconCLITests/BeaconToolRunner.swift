@@ -113,6 +113,9 @@ final class RunningTool {
         return ended()
     }
 
+    /// What the tool has written to stderr so far.
+    var stderrSoFar: String { String(decoding: fileContents(atPath: errPath) ?? Data(), as: UTF8.self) }
+
     /// Closes stdin and waits for the exit.
     func finish() throws -> (status: Int32, stderr: String) {
         process.closeInput()

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Synchronization
 
 /// Certificates for TLS tests, made with the `openssl` command in a directory of their own: a CA
 /// (`ca.pem`) and, signed by it, `good` (DNS localhost, IP 127.0.0.1), `wrong-host` (DNS
@@ -310,6 +311,7 @@ func executable(_ name: String, extra: [String] = ["/usr/bin", "/usr/sbin"]) -> 
 public final class RefusingPort: @unchecked Sendable {
     public let port: UInt16
     private let fd: Int32
+    private let released = Atomic(false)
 
     /// Binds `port` of 127.0.0.1 (0: a free one); throws when it is taken.
     public init(port: UInt16 = 0) throws {
@@ -331,5 +333,10 @@ public final class RefusingPort: @unchecked Sendable {
     /// `http://127.0.0.1:PORT/events`.
     public var url: URL { URL(string: "http://127.0.0.1:\(port)/events")! }
 
-    deinit { close(fd) }
+    /// Frees the port now (a server of the test's can then bind it), not when this is released.
+    public func release() {
+        if !released.exchange(true, ordering: .sequentiallyConsistent) { close(fd) }
+    }
+
+    deinit { release() }
 }

@@ -164,11 +164,10 @@ struct DeliveryCollectorTests {
     func offlineThenOnline() async throws {
         let dir = DeliveryTempDir()
         defer { dir.remove() }
-        // A port with nobody listening: take one, then stop the collector.
-        let probe = try LoopbackCollector()
-        let port = probe.port
-        probe.stop()
-        try await Task.sleep(for: .milliseconds(50))
+        // A port with nobody listening, bound meanwhile so that no other test's server takes it
+        // (a stopped collector's port can be taken at once).
+        let away = try RefusingPort()
+        let port = away.port
         let log = try deliveryLog(dir, events: 0..<25)
         let clock = ManualClock()
         let up = try Uploader(log: log, configuration: testDelivery(URL(string: "http://127.0.0.1:\(port)/events")!), transport: HTTPTransport(), clock: clock, diagnostics: { _ in })
@@ -176,6 +175,8 @@ struct DeliveryCollectorTests {
         guard case .failed(let error) = offline.outcome else { Issue.record("expected failed, got \(offline)"); return }
         #expect((error as? DeliveryError)?.code == .transient)
         #expect(offline.remaining == 25)
+        // The port is free only from here to the collector's bind, microseconds.
+        away.release()
         let collector = try LoopbackCollector(port: port)
         defer { collector.stop() }
         for i in 25..<40 { try log.append(deliveryEvent(i)) }
