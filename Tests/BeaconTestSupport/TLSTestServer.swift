@@ -333,10 +333,14 @@ public final class RefusingPort: @unchecked Sendable {
     /// `http://127.0.0.1:PORT/events`.
     public var url: URL { URL(string: "http://127.0.0.1:\(port)/events")! }
 
-    /// Frees the port now (a server of the test's can then bind it), not when this is released.
-    public func release() {
-        if !released.exchange(true, ordering: .sequentiallyConsistent) { close(fd) }
+    /// Hands the bound socket over (to a server that listens on it: the port is never free in
+    /// between, as it would be from a close to another bind); the caller closes it. Once only.
+    public func takeSocket() -> Int32 {
+        precondition(!released.exchange(true, ordering: .sequentiallyConsistent), "the socket of port \(port) was already taken")
+        return fd
     }
 
-    deinit { release() }
+    deinit {
+        if !released.load(ordering: .sequentiallyConsistent) { close(fd) }
+    }
 }

@@ -6,6 +6,7 @@ import Testing
 @testable import Beacon
 import BeaconLog
 import BeaconTesting
+import BeaconHTTPServer
 import BeaconURLSession
 
 /// The uploader with its real HTTP transport against the loopback collector.
@@ -175,9 +176,10 @@ struct DeliveryCollectorTests {
         guard case .failed(let error) = offline.outcome else { Issue.record("expected failed, got \(offline)"); return }
         #expect((error as? DeliveryError)?.code == .transient)
         #expect(offline.remaining == 25)
-        // The port is free only from here to the collector's bind, microseconds.
-        away.release()
-        let collector = try LoopbackCollector(port: port)
+        // The collector comes back on the socket that kept the port (free in between, another
+        // test's server took it once).
+        let collector = try LoopbackCollector(boundSocket: away.takeSocket())
+        #expect(collector.port == port)
         defer { collector.stop() }
         for i in 25..<40 { try log.append(deliveryEvent(i)) }
         let online = await up.flush()

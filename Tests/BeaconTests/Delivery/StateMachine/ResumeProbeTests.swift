@@ -4,6 +4,7 @@ import Testing
 @testable import Beacon
 import BeaconLog
 import BeaconTesting
+import BeaconHTTPServer
 
 /// Prompt resume (issue 27, part 3): the probe's rules, the scheduler's loop with them, and the
 /// uploader with a collector that goes away and comes back.
@@ -266,9 +267,8 @@ struct ResumeProbeTests {
         let dir = DeliveryTempDir()
         defer { dir.remove() }
         let (uploader, away) = try await uploaderForAbsentCollector(dir, events: 25)
-        // The port is free only from here to the collector's bind, microseconds.
-        away.release()
-        let collector = try LoopbackCollector(port: away.port)
+        // The collector comes back on the socket that kept the port: never free in between.
+        let collector = try LoopbackCollector(boundSocket: away.takeSocket())
         defer { collector.stop() }
         let delivered = await eventually(30) { collector.acceptedEventCount == 25 }
         #expect(delivered, "delivery resumed after the collector came back (\(collector.acceptedEventCount) of 25)")
