@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import Synchronization
 import Testing
+import BeaconTestSupport
 import BeaconTestTraits
 @testable import BeaconLog
 import FaultInjection
@@ -63,9 +64,10 @@ import FaultInjection
                 fs.spaceLeft = nil
             }
             try log.sync()
-            // Let the reader catch up, then stop it.
+            // Let the reader catch up (up to 60 s by the clock: 5,000 sleeps of 1 ms were about
+            // 5 s, short for a loaded machine), then stop it.
             let total = log.stats.nextSeq
-            for _ in 0..<5000 where (delivered.withLock { $0.last } ?? 0) + 1 < total { usleep(1000) }
+            _ = eventually(within: 60) { (delivered.withLock { $0.last } ?? 0) + 1 >= total }
             stop.store(true, ordering: .releasing)
             while !reader.isFinished { usleep(500) }
             let seen = delivered.withLock { $0 }

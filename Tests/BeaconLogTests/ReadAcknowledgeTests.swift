@@ -172,9 +172,11 @@ import FaultInjection
             let fs = FaultyFileSystem()
             let log = try BeaconLog(configuration: faultyConfig(dir, fs, durability: .none))
             for i in 0..<150 { try log.append(numbered(i, pad: 60)) }
-            // The 10 ms background write (no fsync under .none) makes them readable.
+            // The 10 ms background write (no fsync under .none) makes them readable: waited for by
+            // the clock, up to 60 s (2,000 sleeps of 1 ms were about 2 s, short for a loaded machine).
             var batch = try log.read(maxRecords: 1000)
-            for _ in 0..<2000 where batch.count < 150 {
+            let end = ContinuousClock.now + .seconds(60)
+            while batch.count < 150, ContinuousClock.now < end {
                 usleep(1000)
                 batch = try log.read(maxRecords: 1000)
             }

@@ -32,12 +32,22 @@ struct TimerThreadTests {
             }
             timer.remove(entries[round % offsets.count]!)
         }
-        let done = await eventually(60) { fired.withLock { $0.joined().count } == orders.count * (offsets.count - 1) }
+        // The order is checked when every entry was added (and one removed per round) before the
+        // first deadline, nearly always; a machine stalled past it may have run some early.
+        let inTime = monotonicNanoseconds() < start
+        let done = await eventually(60) {
+            let all = fired.withLock { $0 }
+            return orders.indices.allSatisfy { round in Set(all[round]).isSuperset(of: (0..<offsets.count).filter { $0 != round % offsets.count }) }
+        }
         #expect(done)
         #expect(timer.pendingCount == 0)
-        for (round, _) in orders.enumerated() {
-            let removed = round % offsets.count
-            #expect(fired.withLock { $0[round] } == (0..<offsets.count).filter { $0 != removed }, "round \(round)")
+        if inTime {
+            for (round, _) in orders.enumerated() {
+                let removed = round % offsets.count
+                #expect(fired.withLock { $0[round] } == (0..<offsets.count).filter { $0 != removed }, "round \(round)")
+            }
+        } else {
+            print("firesInDeadlineOrder: the entries were added after the first deadline (a stalled machine); their order is not checked")
         }
         #expect(threads.withLock { $0 } == ["beacon-ttest"])
     }

@@ -81,10 +81,18 @@ struct HTTPTransportTests {
             entries[i] = timer.add(at: start + .milliseconds(ms)) { fired.withLock { $0.append(i) } }
         }
         timer.remove(entries[2]!)
-        #expect(timer.pendingCount == 4)
-        let done = await eventually(30) { fired.withLock { $0.count } == 4 }
+        // Checked when the adds and the removal ended before the first deadline (nearly always);
+        // a machine stalled past it may have run some before the others existed.
+        let pending = timer.pendingCount
+        let inTime = DispatchTime.now() < start
+        if inTime { #expect(pending == 4) }
+        let done = await eventually(30) { Set(fired.withLock { $0 }).isSuperset(of: [0, 1, 3, 4]) }
         #expect(done)
-        #expect(fired.withLock { $0 } == [0, 1, 3, 4])
+        if inTime {
+            #expect(fired.withLock { $0 } == [0, 1, 3, 4])
+        } else {
+            print("deadlineTimerOrder: the entries were added after the first deadline (a stalled machine); their order is not checked")
+        }
         #expect(timer.pendingCount == 0)
     }
 }
