@@ -52,6 +52,12 @@ struct MetricsDuringStallTests {
         config.transport = InMemoryTransport()
         config.stallFsync(whileFileExists: stall.path)
         config.storage.fileSystem = stall.fileSystem(over: config.storage.fileSystem)
+        // Every acknowledgement made durable before it is published, so that the flush's waits
+        // in the stalled fdatasync with its ten events still pending. With the default (the
+        // checkpoint synced at most once a second) it waited only while its events still needed
+        // a sync: after a delay (a loaded run; 300 ms added before the stall does it every time)
+        // the checkpoint was published at once, and the snapshot counted 0 pending.
+        config.storage.checkpointSyncInterval = nil
         let beacon = try Beacon(configuration: config)
         // The delivery loop's first pass, due at the writer's first commit, delivers what is
         // committed then; on a loaded machine it could take the ten events below and leave the
