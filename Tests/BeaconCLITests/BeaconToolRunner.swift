@@ -113,6 +113,22 @@ final class RunningTool {
         return ended()
     }
 
+    /// Sends `signal` without waiting for the exit (``wait()`` waits).
+    func post(_ number: Int32) {
+        process.signal(number)
+    }
+
+    /// Whether the tool still runs.
+    var isRunning: Bool { process.isRunning }
+
+    /// What the tool wrote to stderr so far.
+    var stderrSoFar: String { String(decoding: fileContents(atPath: errPath) ?? Data(), as: UTF8.self) }
+
+    /// Waits for the exit, stdin still open.
+    func wait() -> (status: Int32, stderr: String) {
+        ended()
+    }
+
     /// Closes stdin and waits for the exit.
     func finish() throws -> (status: Int32, stderr: String) {
         process.closeInput()
