@@ -78,7 +78,7 @@ public final class LoopbackCollector: Sendable {
     ///
     /// - Parameter onRequest: called on the connection's thread for every request that gets an
     ///   answer, just before the answer is sent (for example to write accepted events out).
-    public init(port: UInt16 = 0, onRequest: (@Sendable (Request) -> Void)? = nil) throws {
+    public convenience init(port: UInt16 = 0, onRequest: (@Sendable (Request) -> Void)? = nil) throws {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw Self.error("socket") }
         var yes: Int32 = 1
@@ -90,8 +90,20 @@ public final class LoopbackCollector: Sendable {
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
-        guard bound == 0, listen(fd, 128) == 0 else {
-            let error = Self.error("bind/listen on 127.0.0.1:\(port)")
+        guard bound == 0 else {
+            let error = Self.error("bind on 127.0.0.1:\(port)")
+            close(fd)
+            throw error
+        }
+        try self.init(boundSocket: fd, onRequest: onRequest)
+    }
+
+    /// Listens on `fd`, a TCP socket already bound, and starts serving; the collector owns `fd`
+    /// from here on (closed if listening fails). For tests that keep a port from every other
+    /// server while their collector is away, then bring it back on that very port.
+    package init(boundSocket fd: Int32, onRequest: (@Sendable (Request) -> Void)? = nil) throws {
+        guard listen(fd, 128) == 0 else {
+            let error = Self.error("listen on 127.0.0.1:\(ListeningSocket.port(of: fd))")
             close(fd)
             throw error
         }

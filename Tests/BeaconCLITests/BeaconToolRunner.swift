@@ -121,13 +121,13 @@ final class RunningTool {
     /// Whether the tool still runs.
     var isRunning: Bool { process.isRunning }
 
-    /// What the tool wrote to stderr so far.
-    var stderrSoFar: String { String(decoding: fileContents(atPath: errPath) ?? Data(), as: UTF8.self) }
-
     /// Waits for the exit, stdin still open.
     func wait() -> (status: Int32, stderr: String) {
         ended()
     }
+
+    /// What the tool has written to stderr so far.
+    var stderrSoFar: String { String(decoding: fileContents(atPath: errPath) ?? Data(), as: UTF8.self) }
 
     /// Closes stdin and waits for the exit.
     func finish() throws -> (status: Int32, stderr: String) {

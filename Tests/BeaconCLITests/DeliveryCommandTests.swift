@@ -17,20 +17,11 @@ func freePort() -> Int {
     return Int(UInt16(bigEndian: address.sin_port))
 }
 
-/// Whether something accepts TCP connections on 127.0.0.1:`port`.
-func listening(_ port: Int) -> Bool {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = UInt16(port).bigEndian
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    return withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } } == 0
-}
-
 /// `beacon collect` running on a free port, writing to `out`. A port free a moment ago can be
 /// taken by another test's server before `collect` binds it (a full run at load 20 once never
-/// saw it listen): when `collect` exits instead of listening, another port is tried.
+/// saw it listen): when `collect` exits instead of listening, another port is tried. Ready once
+/// `collect` itself says it listens: that something accepts connections on the port may be
+/// another test's server, which took it while `collect` was starting.
 func startCollector(out: String, status: Int? = nil) throws -> (RunningTool, String) {
     var exits: [String] = []
     for _ in 0..<5 {
@@ -38,8 +29,9 @@ func startCollector(out: String, status: Int? = nil) throws -> (RunningTool, Str
         var arguments = ["collect", "--port", String(port), "--out", out]
         if let status { arguments += ["--status", String(status)] }
         let tool = try RunningTool(arguments)
-        _ = eventually { listening(port) || !tool.process.isRunning }
-        if tool.process.isRunning && listening(port) { return (tool, "http://127.0.0.1:\(port)/events") }
+        let url = "http://127.0.0.1:\(port)/events"
+        _ = eventually { tool.stderrSoFar.contains("listening on \(url)") || !tool.process.isRunning }
+        if tool.process.isRunning && tool.stderrSoFar.contains("listening on \(url)") { return (tool, url) }
         let ended = tool.signal(SIGKILL)
         exits.append("port \(port): status \(ended.status): \(ended.stderr)")
     }

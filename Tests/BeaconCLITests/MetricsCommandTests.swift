@@ -67,8 +67,15 @@ struct MetricsCommandTests {
             // The outage: pending and lag rise.
             let first = try Self.scrape(port)
             #expect(try BeaconToolRunner.run(["append", dir], stdin: stdinData(events(30, from: 20))).status == 0)
+            // At least 1.1 s, so that the oldest event's age has grown, and until the sender has
+            // seen the other process's appends and paused (a loaded machine takes longer than that).
             Thread.sleep(forTimeInterval: 1.1)
-            let during = try Self.scrape(port)
+            var during = try Self.scrape(port)
+            _ = eventually(within: 30) {
+                guard let scraped = try? Self.scrape(port) else { return false }
+                during = scraped
+                return Self.value("beacon_pending_records", in: scraped.body) == 50 && Self.value("beacon_delivery_paused", in: scraped.body) == 1
+            }
             print("--- scrape during the outage (Prometheus text) ---\n" + during.body)
             #expect(Self.value("beacon_pending_records", in: first.body) == 20)
             #expect(Self.value("beacon_pending_records", in: during.body) == 50)

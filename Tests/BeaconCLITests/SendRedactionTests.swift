@@ -37,8 +37,11 @@ struct SendRedactionTests {
     func unreachable() throws {
         try withTemporaryDirectory { dir in
             #expect(try BeaconToolRunner.run(["append", dir], stdin: stdinData(events(3))).status == 0)
-            let url = withSecrets("http://127.0.0.1:\(freePort())/events")
-            let result = try BeaconToolRunner.run(["send", dir, "--url", url, "--retries", "1"])
+            // Bound and never listening while send runs: no other test's server can take the port
+            // (a port read back and closed could be, and would accept the events).
+            let refusing = try RefusingPort()
+            let url = withSecrets("http://127.0.0.1:\(refusing.port)/events")
+            let result = try withExtendedLifetime(refusing) { try BeaconToolRunner.run(["send", dir, "--url", url, "--retries", "1"]) }
             #expect(result.status == 74, "\(result.stderr)")
             #expect(result.stderr.contains("password=***"), "\(result.stderr)")
             expectNoSecret(result, "unreachable")

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+import BeaconTestSupport
 import BeaconTestTraits
 
 /// Issue 26: in 4-minute chaos runs `beacon send` "ended with signal 15 after SIGTERM" 3 times.
@@ -34,8 +35,11 @@ struct SendSignalTests {
                 while connection.readRequest() != nil { connection.answer(200) }
             } : nil
             defer { answering?.stop() }
-            // A port nothing listens on: bound, read back, closed.
-            let closedURL = "http://127.0.0.1:\(try Self.freePort())/events"
+            // A port nothing listens on: bound and never listening for the whole test, so that no
+            // other test's server can take it (a port read back and closed could be).
+            let refusing = try RefusingPort()
+            defer { withExtendedLifetime(refusing) {} }
+            let closedURL = refusing.url.absoluteString
             let url = silent?.url ?? answering.map { "http://127.0.0.1:\($0.port)/events" } ?? closedURL
             for round in 0..<4 {
                 let err = dir + ".err"
@@ -57,19 +61,5 @@ struct SendSignalTests {
                 #expect(stderr.contains("stopped by signal 15"), "round \(round): \(stderr.suffix(600))")
             }
         }
-    }
-
-    static func freePort() throws -> UInt16 {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-        }
-        guard bound else { throw ChildError("cannot bind a port of 127.0.0.1: \(String(cString: strerror(errno)))") }
-        return UInt16(bigEndian: address.sin_port)
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Synchronization
 
 /// Certificates for TLS tests, made with the `openssl` command in a directory of their own: a CA
 /// (`ca.pem`) and, signed by it, `good` (DNS localhost, IP 127.0.0.1), `wrong-host` (DNS
@@ -310,6 +311,7 @@ func executable(_ name: String, extra: [String] = ["/usr/bin", "/usr/sbin"]) -> 
 public final class RefusingPort: @unchecked Sendable {
     public let port: UInt16
     private let fd: Int32
+    private let released = Atomic(false)
 
     /// Binds `port` of 127.0.0.1 (0: a free one); throws when it is taken.
     public init(port: UInt16 = 0) throws {
@@ -331,5 +333,14 @@ public final class RefusingPort: @unchecked Sendable {
     /// `http://127.0.0.1:PORT/events`.
     public var url: URL { URL(string: "http://127.0.0.1:\(port)/events")! }
 
-    deinit { close(fd) }
+    /// Hands the bound socket over (to a server that listens on it: the port is never free in
+    /// between, as it would be from a close to another bind); the caller closes it. Once only.
+    public func takeSocket() -> Int32 {
+        precondition(!released.exchange(true, ordering: .sequentiallyConsistent), "the socket of port \(port) was already taken")
+        return fd
+    }
+
+    deinit {
+        if !released.load(ordering: .sequentiallyConsistent) { close(fd) }
+    }
 }

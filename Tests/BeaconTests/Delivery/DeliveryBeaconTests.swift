@@ -35,8 +35,15 @@ struct DeliveryBeaconTests {
         let beacon = try Beacon(configuration: configuration(dir, collector))
         for n in 0..<35 { beacon.track("Numbered", properties: ["n": .int(n)]) }
         let result = await beacon.flush()
-        guard case .drained = result.outcome else { Issue.record("expected drained, got \(result)"); return }
-        #expect(result.sent == 35 && result.remaining == 0)
+        // The delivery loop starts with the first commit: its pass may deliver some or all of the
+        // events before the flush (what a pass the flush waits for sends counts as the flush's; a
+        // pass that ended before does not). A loaded run had it send all 35 first: no data then.
+        switch result.outcome {
+        case .drained: break
+        case .noData where result.sent == 0: break
+        default: Issue.record("expected drained (or no data, all sent by the loop), got \(result)"); return
+        }
+        #expect(result.sent <= 35 && result.remaining == 0, "\(result)")
         #expect(collector.acceptedEvents.compactMap { numberedN($0) } == Array(0..<35))
         let again = await beacon.flush()
         guard case .noData = again.outcome else { Issue.record("expected noData, got \(again)"); return }

@@ -6,6 +6,7 @@ import Testing
 @testable import Beacon
 import BeaconLog
 import BeaconTesting
+import BeaconHTTPServer
 import BeaconURLSession
 
 /// The uploader with its real HTTP transport against the loopback collector.
@@ -164,11 +165,10 @@ struct DeliveryCollectorTests {
     func offlineThenOnline() async throws {
         let dir = DeliveryTempDir()
         defer { dir.remove() }
-        // A port with nobody listening: take one, then stop the collector.
-        let probe = try LoopbackCollector()
-        let port = probe.port
-        probe.stop()
-        try await Task.sleep(for: .milliseconds(50))
+        // A port with nobody listening, bound meanwhile so that no other test's server takes it
+        // (a stopped collector's port can be taken at once).
+        let away = try RefusingPort()
+        let port = away.port
         let log = try deliveryLog(dir, events: 0..<25)
         let clock = ManualClock()
         let up = try Uploader(log: log, configuration: testDelivery(URL(string: "http://127.0.0.1:\(port)/events")!), transport: HTTPTransport(), clock: clock, diagnostics: { _ in })
@@ -176,7 +176,10 @@ struct DeliveryCollectorTests {
         guard case .failed(let error) = offline.outcome else { Issue.record("expected failed, got \(offline)"); return }
         #expect((error as? DeliveryError)?.code == .transient)
         #expect(offline.remaining == 25)
-        let collector = try LoopbackCollector(port: port)
+        // The collector comes back on the socket that kept the port (free in between, another
+        // test's server took it once).
+        let collector = try LoopbackCollector(boundSocket: away.takeSocket())
+        #expect(collector.port == port)
         defer { collector.stop() }
         for i in 25..<40 { try log.append(deliveryEvent(i)) }
         let online = await up.flush()

@@ -123,16 +123,26 @@ struct LifecycleTests {
         defer { collector.stop() }
         // The grace bounds a cancelled run's drain; the 20 events take milliseconds, but a loaded
         // 2-core machine has stalled this drain past 2 s (first → cancelledRun found 20 pending).
-        let beacon = try Beacon(configuration: Self.configuration(dir, url: collector.url, grace: .seconds(30)))
+        var config = Self.configuration(dir, url: collector.url, grace: .seconds(30))
+        let transport = CountingTransport()
+        config.transport = transport
+        let beacon = try Beacon(configuration: config)
         for n in 0..<20 { beacon.track("Numbered", properties: ["n": .int(n)]) }
         let firstReport = try await first.perform(beacon)
-        let accepted = collector.acceptedEvents.compactMap { numberedN($0) }
         let pending = try Self.onDisk(dir)
+        let started = transport.started
+        // A request the ending cut short may still be read and recorded (and accepted) by the
+        // collector's thread after the ending, as a duplicate of what is sent again or still on
+        // disk (a loaded machine recorded 5 such events after a cancelled run had returned): the
+        // first time each event was accepted is what counts, and the requests the tracker started.
+        var accepted: [Int] = []
+        for n in collector.acceptedEvents.compactMap({ numberedN($0) }) where !accepted.contains(n) { accepted.append(n) }
         #expect(accepted == Array(0..<accepted.count), "in order")
-        #expect(UInt64(accepted.count) + pending == 20, "delivered or on disk: \(accepted.count) + \(pending)")
+        #expect(UInt64(accepted.count) + pending >= 20 && accepted.count <= 20, "delivered or on disk: \(accepted.count) + \(pending)")
+        #expect(Set(accepted).isSuperset(of: 0..<(20 - Int(pending))), "everything acknowledged was accepted")
         if first.uploads { #expect(pending == 0, "\(first) delivers what is pending") }
         _ = try await second.perform(beacon)
-        #expect(collector.acceptedEvents.count == accepted.count, "the second ending sent nothing")
+        #expect(transport.started == started, "the second ending sent nothing")
         let report = await beacon.shutdown()
         if let firstReport {
             #expect(report.sent == firstReport.sent && report.remaining == firstReport.remaining && "\(report.outcome)" == "\(firstReport.outcome)")
@@ -163,7 +173,10 @@ struct LifecycleTests {
             let (report, _) = try await (a, b)
             let again = await beacon.shutdown()
             #expect("\(again)" == "\(report)", "round \(round)")
-            #expect(UInt64(collector.acceptedEvents.count) + (try Self.onDisk(dir)) == 30, "round \(round)")
+            // Distinct events: a request cut short may be recorded later, a duplicate (see above).
+            let pending = Int(try Self.onDisk(dir))
+            let accepted = Set(collector.acceptedEvents.compactMap { numberedN($0) })
+            #expect(accepted.isSuperset(of: 0..<(30 - pending)) && accepted.count + pending >= 30, "round \(round): \(accepted.count) accepted, \(pending) on disk")
         }
     }
 }

@@ -4,6 +4,7 @@ import Testing
 @testable import Beacon
 import BeaconLog
 import BeaconTesting
+import BeaconHTTPServer
 
 /// Prompt resume (issue 27, part 3): the probe's rules, the scheduler's loop with them, and the
 /// uploader with a collector that goes away and comes back.
@@ -240,15 +241,15 @@ struct ResumeProbeTests {
 
     // MARK: The uploader
 
-    /// An uploader of `events` for a collector that is away (a port nothing listens on, which
-    /// the returned port can bring back), backing off 60 s without jitter: its loop started, its
-    /// first pass failed and a probe saw the collector down.
-    func uploaderForAbsentCollector(_ dir: DeliveryTempDir, events: Int) async throws -> (Uploader, UInt16) {
-        let away = try LoopbackCollector()
-        let port = away.port
-        away.stop()
+    /// An uploader of `events` for a collector that is away (a port bound by a socket that never
+    /// listens: connections are refused, and no other test's server can take the port, as one took
+    /// a stopped collector's port once and accepted the events), backing off 60 s without jitter:
+    /// its loop started, its first pass failed and a probe saw the collector down. The caller
+    /// keeps the returned `RefusingPort` alive for as long as the collector is to stay away.
+    func uploaderForAbsentCollector(_ dir: DeliveryTempDir, events: Int) async throws -> (Uploader, RefusingPort) {
+        let away = try RefusingPort()
         let log = try deliveryLog(dir, events: 0..<events)
-        var config = testDelivery(URL(string: "http://127.0.0.1:\(port)/events")!)
+        var config = testDelivery(away.url)
         config.backoff = .init(initial: .seconds(60), maximum: .seconds(60), jitter: false)
         let uploader = try Uploader(log: log, configuration: config, transport: SocketTransport(), diagnostics: { _ in })
         uploader.start()
@@ -256,7 +257,7 @@ struct ResumeProbeTests {
         // The outage lasts until a probe has seen the collector down (a return before the first
         // probe is not seen: the backoff runs out then, ResumeProbe's rule).
         #expect(await eventually { uploader.scheduling.withLock { $0.machine.failure?.probe.backoff?.sawDown == true } })
-        return (uploader, port)
+        return (uploader, away)
     }
 
     /// The collector goes away before the first pass and comes back while the uploader backs off
@@ -265,8 +266,9 @@ struct ResumeProbeTests {
     func uploaderResumesPromptly() async throws {
         let dir = DeliveryTempDir()
         defer { dir.remove() }
-        let (uploader, port) = try await uploaderForAbsentCollector(dir, events: 25)
-        let collector = try LoopbackCollector(port: port)
+        let (uploader, away) = try await uploaderForAbsentCollector(dir, events: 25)
+        // The collector comes back on the socket that kept the port: never free in between.
+        let collector = try LoopbackCollector(boundSocket: away.takeSocket())
         defer { collector.stop() }
         let delivered = await eventually(30) { collector.acceptedEventCount == 25 }
         #expect(delivered, "delivery resumed after the collector came back (\(collector.acceptedEventCount) of 25)")
@@ -279,8 +281,9 @@ struct ResumeProbeTests {
     func shutdownWhileProbing() async throws {
         let dir = DeliveryTempDir()
         defer { dir.remove() }
-        let (uploader, _) = try await uploaderForAbsentCollector(dir, events: 5)
+        let (uploader, away) = try await uploaderForAbsentCollector(dir, events: 5)
         let result = await uploader.shutdown(timeout: .zero)
+        withExtendedLifetime(away) {}  // the collector stays away until here
         #expect(result.remaining == 5, "nothing was delivered, nothing lost")
         #expect(uploader.scheduling.withLock { $0.backgroundLoop == nil && $0.probe == nil })
     }

@@ -40,9 +40,12 @@ struct LighttpdTests {
         let beacon = try Beacon(configuration: Self.configuration(dir, server))
         for n in 0..<95 { beacon.track("Numbered", properties: ["n": .int(n)]) }
         let result = await beacon.flush(timeout: .seconds(30))
-        #expect(result.outcome.isComplete && result.sent == 95 && result.remaining == 0, "\(result)")
+        // The delivery loop's pass, which starts with the first commit, may send some of the
+        // events before the flush (in requests of fewer than 10 where it caught up with the
+        // writer): those are not the flush's.
+        #expect(result.outcome.isComplete && result.sent <= 95 && result.remaining == 0, "\(result)")
         #expect(Self.received(server) == Array(0..<95), "once each, in order")
-        #expect(server.keys.count == 10 && Set(server.keys).count == 10, "10 requests (10, 10, … 5 events), each with its own key; none sent twice: \(server.keys)")
+        #expect(server.keys.count >= 10 && Set(server.keys).count == server.keys.count, "10 requests (10, 10, … 5 events) or more, each with its own key; none sent twice: \(server.keys)")
         let stats = try #require(beacon.delivery.uploader).stats
         // Requests pipelined behind the 3rd answer went unanswered (lighttpd closes): sent again once,
         // and from then on one request at a time for this server.
@@ -62,13 +65,15 @@ struct LighttpdTests {
         for round in 0..<3 {
             for n in (round * 10)..<(round * 10 + 10) { beacon.track("Numbered", properties: ["n": .int(n)]) }
             let result = await beacon.flush(timeout: .seconds(60))
-            #expect(result.outcome.isComplete && result.sent == 10, "round \(round): \(result)")
+            // All 10 sent by the flush, or some by the delivery loop's pass before it (below).
+            #expect(result.outcome.isComplete && result.sent <= 10 && result.remaining == 0, "round \(round): \(result)")
             if round < 2 { try await Task.sleep(for: .milliseconds(2500)) }  // lighttpd closes the idle connection meanwhile
         }
         #expect(Self.received(server) == Array(0..<30))
         // Usually one request per flush; the delivery loop's first pass, which starts with the
-        // first commit, may take the first round's first events in a request of its own.
-        #expect((3...4).contains(server.keys.count) && Set(server.keys).count == server.keys.count, "none repeated: \(server.keys)")
+        // first commit, may take the first round's first events in a request (or more, where it
+        // caught up with the writer) of its own.
+        #expect(server.keys.count >= 3 && Set(server.keys).count == server.keys.count, "none repeated: \(server.keys)")
         let stats = try #require(beacon.delivery.uploader).stats
         #expect(stats.failedRequests == 0, "a connection the server closed while idle is not an error: \(stats)")
         await beacon.close()
