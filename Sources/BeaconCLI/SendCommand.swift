@@ -13,7 +13,7 @@ struct SendCommand: Command {
     static let summary = "Upload a directory's pending events to a collector (sidecar)"
     static let usage = """
         beacon send DIR --url URL [--batch N] [--catch-up-batch N] [--window N] [--format array|envelope|ndjson]
-                        [--gzip] [--header 'K: V']... [--follow] [--retries N]
+                        [--gzip] [--header 'K: V']... [--follow] [--grace S] [--retries N]
                         [--transport auto|urlsession|socket]
                         [--cacert FILE|DIR] [--cert FILE --key FILE] [--metrics HOST:PORT]
           Uploads DIR's pending events to URL in order with Beacon's uploader, holding DIR's
@@ -37,9 +37,12 @@ struct SendCommand: Command {
           --gzip          compress bodies (Content-Encoding: gzip)
           --header 'K: V' an extra header, e.g. 'Authorization: Bearer ...' (repeatable)
           --follow        keep running and send new events as soon as they are appended
-                          (inotify), until SIGINT or SIGTERM; failures are retried for ever.
-                          SIGINT or SIGTERM stops send within a second, also mid-request: the
-                          request is cancelled and its events stay pending
+                          (inotify), until SIGINT or SIGTERM; failures are retried for ever
+          --grace S       on SIGINT or SIGTERM no new request goes out, and send waits up to
+                          S seconds (default 1; 0 waits for none) for the answers to the
+                          requests already sent, acknowledging each 2xx, so that a clean stop
+                          sends nothing twice at the next start; a request still unanswered then
+                          is cancelled and its events stay pending (sent next time, same key)
           --retries N     without --follow: transient failures in a row without progress (no
                           event delivered in between) before giving up (default 5; at least 3
                           for an event that keeps failing to be isolated and set aside)
@@ -67,7 +70,7 @@ struct SendCommand: Command {
         """
 
     static func run(_ arguments: [String]) throws -> Int32 {
-        let args = try ParsedArguments(arguments, options: ["--metrics", "--url", "--batch", "--catch-up-batch", "--window", "--format", "--header", "--retries", "--transport", "--cacert", "--cert", "--key"], flags: ["--gzip", "--follow"], positionals: 1...1)
+        let args = try ParsedArguments(arguments, options: ["--metrics", "--url", "--batch", "--catch-up-batch", "--window", "--format", "--header", "--retries", "--grace", "--transport", "--cacert", "--cert", "--key"], flags: ["--gzip", "--follow"], positionals: 1...1)
         guard let urlText = args.value("--url") else { throw CLIError(.usage, "--url is required") }
         guard let url = URL(string: urlText), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host != nil else {
             throw CLIError(.usage, "--url must be an http or https URL, not '\(RedactedURL(text: urlText))'")
@@ -107,6 +110,7 @@ struct SendCommand: Command {
             config.headers[name] = value
         }
         let retries = try args.integer("--retries", default: 5, in: 0...1_000_000)
+        let grace = try args.integer("--grace", default: 1, in: 0...3_600)
         let follow = args.has("--follow")
         let directory = args.positionals[0]
         Interruption.install()
@@ -126,9 +130,14 @@ struct SendCommand: Command {
         var failures = 0
         while Interruption.signal == 0 {
             watcher?.reset()
-            // A signal cancels the request in flight: its events stay pending and go next time
-            // with the same idempotency key.
-            let result = waitFor({ await uploader.flush() }, onSignal: { _ = await uploader.shutdown(timeout: .zero) })
+            // A signal stops the flush: nothing new goes out, the answers to the requests sent
+            // are awaited within the grace (a 2xx acknowledged, so a clean stop sends nothing
+            // twice at the next start); one still unanswered then is cancelled, its events stay
+            // pending and go next time with the same idempotency key.
+            let result = waitFor({ await uploader.flush() }, onSignal: {
+                if grace > 0 { Console.writeError("beacon send: signal \(Interruption.signal): sending nothing new, waiting up to \(grace) s for the answers to the requests in flight\n") }
+                _ = await uploader.finishRequestsInFlight(within: .seconds(grace))
+            })
             sent += result.sent
             if Interruption.signal != 0 { break }
             switch result.outcome {

@@ -20,7 +20,11 @@ struct AppendWhileFollowTests {
             let (collector, url) = try startCollector(out: out)
             defer { _ = collector.signal(SIGTERM) }
             try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
-            let sender = try RunningTool(["send", dir, "--url", url, "--batch", String(batch), "--follow"])
+            // The stop below comes while the last answer may still be on its way: send waits for
+            // it (up to --grace; 60 s, so that a loaded machine cannot make it late). Before send
+            // waited, the stop cancelled that request: 24 events stayed pending once in three
+            // loaded runs of the whole suite.
+            let sender = try RunningTool(["send", dir, "--url", url, "--batch", String(batch), "--follow", "--grace", "60"])
             defer { sender.kill() }
             let appender = try RunningTool(["append", dir, "--sync", sync])
             let all = events(count)

@@ -113,6 +113,19 @@ final class RunningTool {
         return ended()
     }
 
+    /// Sends `signal` without waiting for the exit (``wait()`` waits).
+    func post(_ number: Int32) {
+        process.signal(number)
+    }
+
+    /// Whether the tool still runs.
+    var isRunning: Bool { process.isRunning }
+
+    /// Waits for the exit, stdin still open.
+    func wait() -> (status: Int32, stderr: String) {
+        ended()
+    }
+
     /// What the tool has written to stderr so far.
     var stderrSoFar: String { String(decoding: fileContents(atPath: errPath) ?? Data(), as: UTF8.self) }
 

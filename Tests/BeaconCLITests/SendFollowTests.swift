@@ -41,7 +41,7 @@ struct SendFollowTests {
         func answer() { box.value.withLock { $0.answering = true } }
     }
 
-    @Test("SIGTERM or SIGINT stops send within a second while a request waits for an answer that never comes; the batch stays pending and goes next time with the same key", arguments: [
+    @Test("SIGTERM or SIGINT stops send within its grace (1 s) while a request waits for an answer that never comes; the batch stays pending and goes next time with the same key", arguments: [
         (SIGTERM, false, "socket"), (SIGINT, true, "socket"), (SIGTERM, true, "urlsession"),
     ])
     func signalCancelsRequestInFlight(signal: Int32, follow: Bool, transport: String) throws {

@@ -93,7 +93,8 @@ extension Uploader {
                 return (sent, .failed(fail(error, retryAfter: answer.retryAfter)))
 
             case .send(let range, let retry):
-                guard let timeout = DeliveryTiming.requestTimeout(now: time.now(), deadline: deadline, requestTimeout: configuration.requestTimeout, lastRequestDuration: lastRequestDuration) else {
+                // Stopping: the answers to requests written are awaited, no new one is written.
+                guard !sendsNothingNew, let timeout = DeliveryTiming.requestTimeout(now: time.now(), deadline: deadline, requestTimeout: configuration.requestTimeout, lastRequestDuration: lastRequestDuration) else {
                     session.machine.abandon(sent: false)
                     return (sent, .deadline)
                 }

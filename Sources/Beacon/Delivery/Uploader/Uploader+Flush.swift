@@ -109,7 +109,7 @@ extension Uploader {
         var result: FlushResult
         if let target, time.now() >= target {
             result = FlushResult(sent: sentBefore, remaining: pendingEvents, outcome: .deadlineReached)
-        } else if scheduling.withLock({ $0.machine.stopping }) {
+        } else if scheduling.withLock({ $0.machine.stopping || $0.sendsNothingNew }) {
             result = FlushResult(sent: sentBefore, remaining: pendingEvents, outcome: pendingEvents == 0 ? .drained : .deadlineReached)
         } else {
             result = await cancellable { [sentBefore] in await self.runFlush(until: target, sentBefore: sentBefore) }
@@ -126,6 +126,23 @@ extension Uploader {
         for joiner in joiners { joiner.resume(returning: result) }
         return result
     }
+
+    /// Stops the way a signalled sidecar (`beacon send`) stops: from now on no request is written,
+    /// the answers to those already written are awaited until `grace` from now, and each 2xx
+    /// among them is acknowledged (durably) before this returns. A request still unanswered then
+    /// is cancelled: its events stay pending and go next time with the same idempotency key
+    /// (at-least-once). So a clean stop leaves pending nothing the collector accepted, and the
+    /// next start sends no accepted batch twice. Otherwise it is ``shutdown(timeout:)`` without
+    /// the final drain: later flushes fail, concurrent shutdowns get the same report.
+    ///
+    /// - Parameter grace: how long from now the answers may take; `.zero` cancels at once.
+    package func finishRequestsInFlight(within grace: Duration) async -> FlushResult {
+        scheduling.withLock { $0.sendsNothingNew = true }
+        return await shutdown(timeout: grace)
+    }
+
+    /// Whether no request may be written any more (``finishRequestsInFlight(within:)``).
+    nonisolated var sendsNothingNew: Bool { scheduling.withLock { $0.sendsNothingNew } }
 
     /// Waits until the pass or flush a shutdown found running has ended, cancelling it at `target`.
     func waitForRunning(cancelAt target: Duration?) async {

@@ -73,7 +73,7 @@ extension Uploader {
         var sent = 0
         var sawData = false
         while true {
-            if Task.isCancelled { return Pass(sent: sent, outcome: .deadline) }
+            if Task.isCancelled || sendsNothingNew { return Pass(sent: sent, outcome: .deadline) }
             var session: Session
             do {
                 guard let next = try await nextSession() else {

@@ -74,7 +74,7 @@ extension Uploader {
         var readFrom = first.batch.end
         while true {
             // Fill the window.
-            while window.canSend && !exhausted && !Task.isCancelled {
+            while window.canSend && !exhausted && !Task.isCancelled && !sendsNothingNew {
                 if next == nil {
                     next = (try? await windowSession(from: readFrom)) ?? nil
                     if next == nil { exhausted = true; break }
@@ -136,7 +136,7 @@ extension Uploader {
             // The checkpoint write (an fdatasync holding the log's reader lock) starts once the
             // window is full, while its answers are awaited: not between the reads that fill it.
             startAcknowledgement()
-            guard !outstanding.isEmpty else { return (sent, Task.isCancelled ? .outcome(.deadline) : .drained(next: next)) }
+            guard !outstanding.isEmpty else { return (sent, Task.isCancelled || sendsNothingNew ? .outcome(.deadline) : .drained(next: next)) }
 
             // The oldest answer.
             var front = outstanding.removeFirst()
