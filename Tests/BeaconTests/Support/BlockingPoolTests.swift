@@ -85,6 +85,7 @@ struct BlockingPoolTests {
         gate.signal()
         await BlockingQueue.run { done.wait() }
         #expect(order.withLock { $0 } == Array(0..<20))
-        #expect(pool.threadCount == 1)
+        // One thread at most; 0 once it idled out (30 s: a stalled loaded run got there).
+        #expect(pool.threadCount <= 1)
     }
 }
