@@ -13,10 +13,13 @@ struct WakeupTests {
     let time = MonotonicTime(ContinuousClock())
 
     /// Polls `condition` every millisecond, for at most 30 s by the clock (a loaded machine is
-    /// slow, not wrong; a count of 1 ms sleeps took 76 s once on CI's loaded machine).
+    /// slow, not wrong; a count of 1 ms sleeps took 76 s once on CI's loaded machine), and not
+    /// once the task is cancelled (its sleeps would return at once: a spin on the pool).
     func eventually(_ condition: () -> Bool) async {
         let end = ContinuousClock.now + .seconds(30)
-        while !condition(), ContinuousClock.now < end { try? await Task.sleep(for: .milliseconds(1)) }
+        while !condition(), ContinuousClock.now < end {
+            guard (try? await Task.sleep(for: .milliseconds(1))) != nil else { return }
+        }
     }
 
     @Test("the system's clock waits on the timer thread, a test clock on a sleeping task")
@@ -105,7 +108,9 @@ struct WakeupTests {
         }
         await eventually { wakeup.hasDeadline }
         // Past the first wait's deadline, whose entry (if it outlived its wait) would end this one.
-        while time.now() < firstDeadline + .milliseconds(200) { try? await Task.sleep(for: .milliseconds(50)) }
+        while time.now() < firstDeadline + .milliseconds(200) {
+            guard (try? await Task.sleep(for: .milliseconds(50))) != nil else { break }  // cancelled: no spin
+        }
         let endedEarly = ended.load(ordering: .sequentiallyConsistent)
         #expect(!endedEarly, "the first wait's deadline ended the second")
         wakeup.signal()
