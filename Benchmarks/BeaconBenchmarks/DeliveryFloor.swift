@@ -45,16 +45,8 @@ struct DeliveryFloor {
     }
 
     private static func loop(body: [UInt8], count: Int, period: UInt64, port: UInt16) throws -> DeliveryFloor {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw BenchFailure("socket: \(String(cString: strerror(errno)))") }
+        let fd = try KeepAliveLoop.connect(port: port)
         defer { close(fd) }
-        var address = BenchCollector.loopback(port)
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else { throw BenchFailure("connect to 127.0.0.1:\(port): \(String(cString: strerror(errno)))") }
-        var one: Int32 = 1
-        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
         let head = Array("POST /events HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nContent-Type: application/json\r\nContent-Length: \(body.count)\r\n\r\n".utf8)
         var answer = [UInt8](repeating: 0, count: 16_384)
         let (cpu0, switches0) = CommitFloor.threadUsage()

@@ -24,16 +24,8 @@ enum KeepAliveLoop {
     /// POSTs `bodies` to 127.0.0.1:`port` one after the other on one connection; returns the
     /// seconds taken. Throws on anything but a 2xx answer with a `Content-Length`.
     static func run(_ bodies: [[UInt8]], port: UInt16, path: String = "/events", gzip: Bool) throws -> Double {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw BenchFailure("keep-alive loop: socket: \(String(cString: strerror(errno)))") }
+        let fd = try connect(port: port)
         defer { close(fd) }
-        var address = BenchCollector.loopback(port)
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else { throw BenchFailure("keep-alive loop: connect to 127.0.0.1:\(port): \(String(cString: strerror(errno)))") }
-        var one: Int32 = 1
-        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
         let prefix = "POST \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nContent-Type: application/json\r\n" + (gzip ? "Content-Encoding: gzip\r\n" : "") + "Content-Length: "
         var answer = [UInt8](repeating: 0, count: 16_384)
         return try time {
@@ -45,6 +37,24 @@ enum KeepAliveLoop {
                 try readAnswer(fd, &answer, port: port)
             }
         }
+    }
+
+    /// A TCP connection to 127.0.0.1:`port` with `TCP_NODELAY`; the caller closes it.
+    static func connect(port: UInt16) throws -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw BenchFailure("keep-alive loop: socket: \(String(cString: strerror(errno)))") }
+        var address = BenchCollector.loopback(port)
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else {
+            let reason = String(cString: strerror(errno))
+            close(fd)
+            throw BenchFailure("keep-alive loop: connect to 127.0.0.1:\(port): \(reason)")
+        }
+        var one: Int32 = 1
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        return fd
     }
 
     /// Writes `head` then `body` with `writev`, resuming after short writes.

@@ -197,7 +197,7 @@ let header = """
     data: \(directory) (removed afterwards: \(removeAfterwards ? "yes" : "no, only its contents"))
     machine: \(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(loadAtStart) at the start, \(loadAverage()) at the end
     beacon: BeaconLog public API, one append call per event, segments 8 MiB (preallocated with fallocate under group100 and
-            each; under none the writeback of each MiB started with sync_file_range), fsync(2) per commit, checkpoint in place (pwrite + fdatasync, two slots); raw: 64 KiB buffer + write(2) + fdatasync(2), B: in-place pwrite + fdatasync
+            each; under none the writeback of each MiB started with sync_file_range), fdatasync(2) per commit, checkpoint in place (pwrite + fdatasync, two slots); raw: 64 KiB buffer + write(2) + fdatasync(2), B: in-place pwrite + fdatasync
     upload, endtoend: the collector is a child process (loopback, and nginx when installed: modes nginx_*); raw: a raw keep-alive
             loop (one connection, one request in flight, the same prebuilt bodies, minimal headers; the limit of the shape);
             ref_urlsession_loop_*: a plain URLSession loop (not Beacon); peak RSS is this process's (payloads included)
