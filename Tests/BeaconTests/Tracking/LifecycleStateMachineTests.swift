@@ -445,4 +445,16 @@ struct LifecycleStateMachineTests {
         #expect(s.loopStarted(now: .zero).wakeReplaced == false)
         #expect(!s.trigger.due, "a loop started after the end has nothing due")
     }
+
+    @Test("finishing (a signalled sidecar) is the shutdown in every state, sending nothing new and skipping the drain", arguments: Named.allCases)
+    func finishIsShutdownWithoutDrain(named: Named) {
+        var shutdown = Self.scheduler(in: named)
+        var finish = Self.scheduler(in: named)
+        let drains = !shutdown.skipsDrain
+        #expect(!finish.sendsNothingNew)
+        #expect(finish.finishRequested() == shutdown.shutdownRequested(), "the same action")
+        #expect(finish.state == shutdown.state, "the same next state")
+        #expect(finish.sendsNothingNew && finish.skipsDrain)
+        #expect(!shutdown.sendsNothingNew && shutdown.skipsDrain == !drains, "a plain shutdown drains as before")
+    }
 }

@@ -82,9 +82,15 @@ extension Uploader {
     /// - Parameter timeout: how long from now shutdown may take; nil for one pass that stops at
     ///   the first failure.
     public func shutdown(timeout: Duration? = nil) async -> FlushResult {
+        await shutdown(timeout: timeout) { $0.shutdownRequested() }
+    }
+
+    /// ``shutdown(timeout:)`` as `request` asks the scheduler for it (with its drain, or
+    /// ``finishRequestsInFlight(within:)``'s without).
+    private func shutdown(timeout: Duration?, request: (inout UploaderScheduler) -> UploaderScheduler.ShutdownAction) async -> FlushResult {
         let target = timeout.map { time.now() + $0 }
         let (action, wakeup, queued, probe) = scheduling.withLock { s in
-            let action = s.machine.shutdownRequested()
+            let action = request(&s.machine)
             let queued = action == .waitThenDrain(refuseQueuedFlush: true) ? s.queuedFlush.take() : nil
             return (action, s.wakeup, queued, s.probe)
         }
@@ -109,7 +115,7 @@ extension Uploader {
         var result: FlushResult
         if let target, time.now() >= target {
             result = FlushResult(sent: sentBefore, remaining: pendingEvents, outcome: .deadlineReached)
-        } else if scheduling.withLock({ $0.machine.stopping || $0.sendsNothingNew }) {
+        } else if scheduling.withLock({ $0.machine.skipsDrain }) {
             result = FlushResult(sent: sentBefore, remaining: pendingEvents, outcome: pendingEvents == 0 ? .drained : .deadlineReached)
         } else {
             result = await cancellable { [sentBefore] in await self.runFlush(until: target, sentBefore: sentBefore) }
@@ -137,12 +143,11 @@ extension Uploader {
     ///
     /// - Parameter grace: how long from now the answers may take; `.zero` cancels at once.
     package func finishRequestsInFlight(within grace: Duration) async -> FlushResult {
-        scheduling.withLock { $0.sendsNothingNew = true }
-        return await shutdown(timeout: grace)
+        await shutdown(timeout: grace) { $0.finishRequested() }
     }
 
     /// Whether no request may be written any more (``finishRequestsInFlight(within:)``).
-    nonisolated var sendsNothingNew: Bool { scheduling.withLock { $0.sendsNothingNew } }
+    nonisolated var sendsNothingNew: Bool { scheduling.withLock { $0.machine.sendsNothingNew } }
 
     /// Waits until the pass or flush a shutdown found running has ended, cancelling it at `target`.
     func waitForRunning(cancelAt target: Duration?) async {

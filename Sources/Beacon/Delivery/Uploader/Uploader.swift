@@ -95,9 +95,6 @@ public actor Uploader {
         var lastCancelId: UInt64 = 0
         /// The probe the loop runs while backing off (``Uploader/probeCollector()``).
         var probe: ProbeCancellation?
-        /// Set by ``Uploader/finishRequestsInFlight(within:)``: no request is written from then
-        /// on, the answers to those written are still read (and each 2xx acknowledged).
-        var sendsNothingNew = false
     }
 
     /// Cancels one pass, flush or drain (``Uploader/cancellable(shielded:_:)``).

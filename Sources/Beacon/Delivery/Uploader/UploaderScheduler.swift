@@ -131,6 +131,9 @@ struct UploaderScheduler: Sendable {
     /// ``stopRequested()`` came during shutdown: what runs is cancelled and the drain does not
     /// start. Only set in `shuttingDown`, which ends in `stopped`.
     private(set) var stopping = false
+    /// ``finishRequested()`` came: no request is written from then on, the answers to those
+    /// written are still read (each 2xx acknowledged), and the shutdown skips its drain. Stays set.
+    private(set) var sendsNothingNew = false
     /// The probe's settings (interval, timeout); each failure probes with a copy.
     let probing = ResumeProbe()
 
@@ -325,6 +328,18 @@ struct UploaderScheduler: Sendable {
             return .report
         }
     }
+
+    /// A caller stops sending (a signalled sidecar): the shutdown of ``shutdownRequested()``,
+    /// the same action in every state, but nothing new is written from now on and the drain is
+    /// skipped (``skipsDrain``): what runs only waits for the answers to the requests it wrote.
+    mutating func finishRequested() -> ShutdownAction {
+        sendsNothingNew = true
+        return shutdownRequested()
+    }
+
+    /// Whether the shutdown ends without its drain: a stop came during it, or it was asked by
+    /// ``finishRequested()``.
+    var skipsDrain: Bool { stopping || sendsNothingNew }
 
     /// The final drain ended.
     mutating func shutdownEnded() {
